@@ -1545,6 +1545,17 @@ struct Gen {
     }
     if ((n.spec->name == "negative" || n.spec->name == "not_") && n.kids.size() == 1)
       return negate(n);
+    if (n.spec->name == "range_index" && !n.kids.empty()) {
+      // A range's bound: an int (Python's or NumPy's) or a bool passes; any
+      // other kind is the primitive's TypeError, on the general path.
+      CV v = eval(n.kids[0]);
+      const auto vk = static_cast<Reg::Kind>(v.k);
+      if (v.k == kDyn || !(vk == Reg::PyInt || vk == Reg::NpInt || vk == Reg::NpI32 ||
+                           vk == Reg::PyBool))
+        throw Refuse{"a range bound that is not an int"};
+      count(n.slot);
+      return v;
+    }
     if (n.spec->name == "ndim" && n.kids.size() == 1) {
       // np.ndim(x): the rank the code is typed by (0 for a number).
       int64_t nd = 0;

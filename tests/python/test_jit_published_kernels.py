@@ -9,8 +9,10 @@ kernels"; run here at their quick sizes).
 - math.erf and math.erfc (refused), in loops that stay native code.
 - np.lib.stride_tricks.sliding_window_view (refused).
 - `-x` and `not x` of a number in a loop: native code (they sent insertion
-  sorts, Black-Scholes loops and bubble sorts to the interpreter); the same
-  results with native code, the register interpreter and the general evaluation.
+  sorts, Black-Scholes loops and bubble sorts to the interpreter), and so is
+  the check of a range's bound in a helper called from a loop (the spectral
+  norm's nest ran on the interpreter); the same results with native code, the
+  register interpreter and the general evaluation.
 """
 
 import copy
@@ -281,6 +283,52 @@ def test_negation_and_not_match_numpy(threads):
     check(bubble_sort, np.arange(40))  # sorted: the early break
 
 
+def row_sums(n, reps):
+    # The benchmarks game's spectral norm's shape: a nested helper looping over
+    # range(n) of a closure variable, called in a loop (the bound's check, one
+    # primitive now, no longer keeps the outer loop off native code).
+    def times(u, out):
+        for i in range(n):
+            s = 0.0
+            for j in range(n):
+                s += u[j] / ((i + j) * (i + j + 1) // 2 + i + 1)
+            out[i] = s
+
+    u = np.ones(n)
+    v = np.zeros(n)
+    for _ in range(reps):
+        times(u, v)
+        times(v, u)
+    return u
+
+
+def float_bound(x, n):
+    total = 0.0
+    for _ in range(2):
+        total += helper_range(x, n)
+    return total
+
+
+def helper_range(x, n):
+    s = 0.0
+    for i in range(n):  # the TypeError's line
+        s += x[i]
+    return s
+
+
+def test_range_bounds_of_helpers(threads):
+    check(row_sums, 20, 3)
+    check(row_sums, np.int64(7), 2)
+    check(float_bound, np.arange(5.0), 3)
+    check(float_bound, np.arange(5.0), True)
+    check(float_bound, np.arange(5.0), np.int32(4))
+    with pytest.raises(TypeError) as e:
+        tessera.jit(float_bound)(np.arange(5.0), 2.5)
+    assert "[range] 'float' object cannot be interpreted as an integer: 2.5" in str(e.value)
+    line = helper_range.__code__.co_firstlineno + 2
+    assert f"test_jit_published_kernels.py:{line}" in str(e.value)
+
+
 _SCRIPT = """
 import json, sys
 sys.path.insert(0, {here!r})
@@ -301,6 +349,7 @@ out["bubble"] = tessera.jit(t.bubble_sort)(r.integers(0, 1000, 300)).tolist()
 out["erf"] = tessera.jit(t.erf_table)(np.linspace(-7.0, 30.0, 2000)).tolist()
 out["bs"] = tessera.jit(t.black_scholes_erf)(r.uniform(5, 30, 500), r.uniform(1, 100, 500),
                                              r.uniform(0.25, 10, 500), 0.02, 0.3).tolist()
+out["rows"] = tessera.jit(t.row_sums)(60, 3).tolist()
 print(json.dumps(out))
 """
 
@@ -327,10 +376,11 @@ def test_the_same_on_every_path(runs):
 def test_the_loops_run_native(runs):
     err = runs["native"][1]
     for fn in (negations, int_negations, insertion_sort, bubble_sort, erf_table,
-               black_scholes_erf):
+               black_scholes_erf, row_sums):
         first = fn.__code__.co_firstlineno
+        last = max(line for _, _, line in fn.__code__.co_lines() if line is not None)
         assert any(f"test_jit_published_kernels.py:{n}: native code" in err
-                   for n in range(first, first + 8)), (fn.__name__, err)
+                   for n in range(first, last + 1)), (fn.__name__, err)
     assert "has no native code" not in err, err
 
 
