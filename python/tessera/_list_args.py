@@ -82,6 +82,13 @@ def written_params(fdef) -> tuple:
             rebound.add(n.id)
         if isinstance(n, (ast.Global, ast.Nonlocal)):
             rebound.update(n.names)
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            # a list's += and *=, a dict's |=, change it in place (a number's rebind
+            # it, but a number is not given back)
+            (written if isinstance(n.op, (ast.Add, ast.Mult, ast.BitOr)) else rebound).add(
+                n.target.id)
+            stack.append(n.value)
+            continue
         stack.extend(ast.iter_child_nodes(n))
     return tuple(i for i, p in enumerate(names) if p in written and p not in rebound)
 
@@ -135,3 +142,92 @@ def _updated(old, new):
                           and np.shares_memory(new, old)):
             return old
     return new
+
+
+# ---------------------------------------------------------------- elements changed in place
+
+
+def _is_element(value) -> bool:
+    """Whether ``v = value`` binds an object another holds: ``xs[i]`` (not a
+    slice, a new list), or, unpacked, a variable or an element."""
+    return isinstance(value, ast.Subscript) and not isinstance(value.slice, ast.Slice)
+
+
+def changed_roots(stmt) -> list:
+    """The variables a statement changes in place: ``v[...] = x``, ``v[...] op= x``,
+    ``del v[...]``, ``v.append(x)`` (also through ``v[i]``), and ``v += x``,
+    ``v *= k``, ``v |= d`` (in place for a list or dict)."""
+    roots = []
+    if isinstance(stmt, (ast.Assign, ast.Delete)):
+        for top in stmt.targets:
+            roots += [_root(t) for t in _targets(top) if isinstance(t, ast.Subscript)]
+    elif isinstance(stmt, ast.AugAssign):
+        t = stmt.target
+        if not isinstance(t, ast.Name):
+            roots.append(_root(t))
+        elif isinstance(stmt.op, (ast.Add, ast.Mult, ast.BitOr)):
+            roots.append(t.id)  # list += / *= and dict |= change the object
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        if isinstance(f, ast.Attribute) and f.attr in _CHANGING_METHODS:
+            roots.append(_root(f.value))
+    return [r for r in roots if r is not None]
+
+
+def element_names(fdef, given_back=()) -> set:
+    """The variables of ``fdef``'s body (not its nested functions) that only ever
+    hold an object another holds -- a for loop's target, ``v = xs[i]``, ``a, b =
+    pair``, a parameter (its caller's object; not those in ``given_back``, which
+    _list_args gives back) -- and that the body changes in place. In Python the
+    change reaches the object they came from; in a program, where lists and dicts
+    are values, it would not: such a change of a list or dict is refused at run
+    time (arrays are shared, and pass)."""
+    a = fdef.args
+    kinds: dict = {}
+    for p in a.posonlyargs + a.args + a.kwonlyargs + ([a.vararg] if a.vararg else []):
+        if p.arg not in given_back:
+            kinds.setdefault(p.arg, set()).add("element")
+    changed: set = set()
+    excluded: set = set()
+    stack = list(fdef.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(n, ast.Lambda):
+                kinds.setdefault(n.name, set()).add("other")
+            continue
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue  # their targets are their own
+        if isinstance(n, ast.stmt):
+            changed.update(changed_roots(n))
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            excluded.update(n.names)
+        if isinstance(n, (ast.For, ast.AsyncFor)):
+            for t in _targets(n.target):
+                if isinstance(t, ast.Name):
+                    kinds.setdefault(t.id, set()).add("element")
+            stack.extend([n.iter] + n.body + n.orelse)
+            continue
+        if isinstance(n, ast.Assign):
+            for top in n.targets:
+                unpacking = isinstance(top, (ast.Tuple, ast.List))
+                element = (_is_element(n.value) or
+                           (unpacking and isinstance(n.value, (ast.Name, ast.Subscript))))
+                for t in _targets(top):
+                    if isinstance(t, ast.Name):
+                        starred = unpacking and any(isinstance(e, ast.Starred) and e.value is t
+                                                    for e in top.elts)
+                        kind = "element" if element and not starred else "other"
+                        kinds.setdefault(t.id, set()).add(kind)
+            stack.append(n.value)
+            stack.extend(t for top in n.targets for t in _targets(top)
+                         if not isinstance(t, ast.Name))
+            continue
+        if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name):
+            stack.append(n.value)  # a number's += rebinds, a list's extends: changed_roots
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            kinds.setdefault(n.id, set()).add("other")  # with ... as, :=, except ... as
+        stack.extend(ast.iter_child_nodes(n))
+    return {name for name in changed
+            if kinds.get(name) == {"element"} and name not in excluded}

@@ -29,6 +29,7 @@ from . import _numpy_map as M
 from ._calls import CallsMixin
 from ._expressions import ExpressionsMixin
 from ._generators import eager_generators, first_yield_line
+from ._list_args import changed_roots, element_names
 from ._statements import StatementsMixin
 from ._templates import ERROR_TAG, HELPER_DEPS, HELPERS, INLINE, RAISABLE  # noqa: F401
 
@@ -755,6 +756,9 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         # The entry function's parameters given back to the caller (_list_args.py):
         # its returns give list(result, p, ...); None in any other function.
         self.writeback: list | None = None
+        # Variables holding an object another holds that the function changes in
+        # place (_list_args.element_names): a list or dict there is refused.
+        self.elements: set = set()
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
                 try:
@@ -861,9 +865,15 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         self.renames = []
         saved_line = self.line
         self.line = node.lineno
-        outer_writeback = self.writeback
+        outer_writeback, outer_elements = self.writeback, self.elements
         if not toplevel:
             self.writeback = None
+        param_names = self.param_names(node.args, True)
+        given_back = {p for p in param_names if self.writeback and mangle(p) in self.writeback}
+        self.elements = element_names(node, given_back)
+        # a parameter changed in place is checked once, on entry (not in its loops)
+        checked = [p for p in param_names if p in self.elements]
+        self.elements -= set(checked)
         try:
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -875,11 +885,12 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
                 texts = self.stmts(body) + [self.returned("nil")]
             else:
                 texts = self.stmts(body, tail=True)
+            texts = [self.element_check(p, node) for p in checked] + texts
             body_text = self.block(texts)
         finally:
             self.scope, self.renames = outer_scope, outer_renames
             self.line = saved_line
-            self.writeback = outer_writeback
+            self.writeback, self.elements = outer_writeback, outer_elements
         return self.mark(node.lineno) + _define_function(name, params, body_text)
 
     def check_globals(self, node: ast.FunctionDef, declared: dict) -> None:
@@ -923,9 +934,24 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             texts = self._stmt(node, tail)
         finally:
             self.line = saved
+        if self.elements:
+            texts = [self.element_check(name, node) for name in changed_roots(node)
+                     if name in self.elements] + texts
         if texts:
             texts[0] = self.mark(node.lineno) + texts[0]
         return texts
+
+    def element_check(self, name: str, node) -> str:
+        """Refuses, at run time, changing in place a list or dict that another
+        object holds (Python would change it there too; a program's lists are
+        values): an element taken out of a list, a parameter (arrays pass)."""
+        return (f"if(is_mutable_container({self.name(name, node)}), assert(false, "
+                f"\"{ERROR_TAG}UnsupportedError] changing the list or dict '{name}' in place "
+                f"is not supported by tessera.jit here: it is an object another one holds (an "
+                f"element of a list or dict: a for loop's variable, {name} = xs[i], unpacking; "
+                f"or a parameter), which Python would change too, and lists and dicts are "
+                f"values in a jit function; change it through what holds it (xs[i][0] = v), "
+                f"return the new value, or use an array\"))")
 
     def _stmt(self, node, tail) -> list:
         kind = type(node)

@@ -1545,6 +1545,16 @@ struct Gen {
     }
     if ((n.spec->name == "negative" || n.spec->name == "not_") && n.kids.size() == 1)
       return negate(n);
+    if (n.spec->name == "is_mutable_container" && n.kids.size() == 1) {
+      // An array or a number is not a list or dict (anything else stays general).
+      if (!arr_var(n.kids[0])) {
+        CV v = eval(n.kids[0]);
+        if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k)))
+          throw Refuse{"is_mutable_container of a value that is not an array or a number"};
+      }
+      count(n.slot);
+      return CV{Reg::PyBool, b.getInt1(false)};
+    }
     if (n.spec->name == "range_index" && !n.kids.empty()) {
       // A range's bound: an int (Python's or NumPy's) or a bool passes; any
       // other kind is the primitive's TypeError, on the general path.

@@ -167,6 +167,15 @@ const bool registered_control = register_primitives({
              "function, slice, or '<dtype> array'.",
      .eval = type_name,
      .grads = {""}},
+    {.name = "is_mutable_container",
+     .family = "control",
+     .params = {{"x"}},
+     .help = "True when x is a list (not a tuple) or a dict: a value the jit front end must not "
+             "change in place where Python would change an object it shares (an element taken "
+             "out of another list).",
+     .eval = [](Args& a) -> Value { return Value((a[0].is_list() && !a[0].is_tuple()) ||
+                                                 a[0].is_dict()); },
+     .grads = {""}},
     {.name = "range_index",
      .family = "control",
      .params = {{"x"}, {"label", Value(std::string("range"))}},

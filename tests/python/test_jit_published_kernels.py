@@ -142,6 +142,59 @@ def test_list_and_dict_arguments_changed_in_place(threads):
     same_as_python(arrays_in_a_list, [np.zeros(3), np.ones(2)])
 
 
+def advance_each(bodies, dt):
+    for b in bodies:  # the benchmarks game's idiom: b is the caller's inner list
+        b[0] += dt
+    return 0
+
+
+def advance_all(bodies, dt):
+    step(bodies, dt)  # a helper changing the list passed to it
+    return bodies[0][0]
+
+
+def step(bodies, dt):
+    bodies[0][0] += dt
+
+
+def first_row_alias(rows):
+    row = rows[0]
+    row.append(9)
+    return rows
+
+
+def unpacked_alias(pair):
+    a, b = pair
+    a += [1]
+    return pair
+
+
+def fresh_copy(rows):
+    row = list(rows[0])  # a new list: changing it is Python's meaning too
+    row.append(9)
+    return row, rows
+
+
+def test_changing_an_element_list_in_place_is_refused(threads):
+    # Python changes the object the element came from; a program's lists are
+    # values, so these are refused (UnsupportedError at the line), not computed
+    # differently; the same code over arrays changes them in place.
+    for f, args, line in ((advance_each, ([[1.0], [2.0]], 0.5), 2),
+                          (advance_all, ([[1.0], [2.0]], 0.5), 0),
+                          (first_row_alias, ([[1], [2]],), 2),
+                          (unpacked_alias, (([0], [1]),), 2)):
+        with pytest.raises(tessera.UnsupportedError) as e:
+            tessera.jit(f)(*copy.deepcopy(args))
+        where = step if f is advance_all else f
+        assert "changing the list or dict" in str(e.value)
+        assert f"test_jit_published_kernels.py:{where.__code__.co_firstlineno + line}" in str(
+            e.value)
+    check(advance_each, np.array([[1.0], [2.0]]), 0.5)
+    check(advance_all, np.array([[1.0], [2.0]]), 0.5)
+    check(first_row_alias, np.zeros((2, 3)))
+    same_as_python(fresh_copy, [[1], [2]])
+
+
 def test_arrays_are_still_written_in_place(threads):
     # the same functions given arrays: no list is given back, arrays are shared
     x = np.array([0.5, 1.5, 2.5, 3.5])
