@@ -1545,6 +1545,16 @@ struct Gen {
     }
     if ((n.spec->name == "negative" || n.spec->name == "not_") && n.kids.size() == 1)
       return negate(n);
+    if (n.spec->name == "item" && n.kids.size() == 1 && !arr_var(n.kids[0])) {
+      // x.item() of a number: the same value as Python's (NumPy's int32 and
+      // float32 widen to Python's int and float).
+      CV v = eval(n.kids[0]);
+      const auto vk = static_cast<Reg::Kind>(v.k);
+      if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"item() of a value that is not a number"};
+      count(n.slot);
+      if (is_bool(vk)) return CV{Reg::PyBool, v.v};
+      return CV{is_int(vk) ? Reg::PyInt : Reg::PyFloat, v.v};
+    }
     if (n.spec->name == "is_mutable_container" && n.kids.size() == 1) {
       // An array or a number is not a list or dict (anything else stays general).
       if (!arr_var(n.kids[0])) {

@@ -227,7 +227,15 @@ _ERF_POINTS = np.concatenate([np.linspace(-7.0, 30.0, 3701), [0.0, -0.0, 1e-300,
                                                                6.0, 2.9999, 3.0, np.inf, -np.inf]])
 
 
+def erf_scalar(v):
+    return math.erf(v), math.erfc(v)
+
+
 def test_math_erf_and_erfc_match_python(threads):
+    for v in (0.3, -0.5, 1.5, -2.5, 7.0, 0.0):
+        got = tessera.jit(erf_scalar)(v)
+        assert got == erf_scalar(v) or np.allclose(got, erf_scalar(v), rtol=1e-15, atol=0)
+        assert all(type(g) is float for g in got), got  # Python's floats, as math gives
     got = tessera.jit(erf_table)(_ERF_POINTS)
     want = np.array([[math.erf(v), math.erfc(v)] for v in _ERF_POINTS])
     # erfc's relative precision holds down to the subnormals (x < 26.5)
