@@ -1,4 +1,5 @@
-"""Lists and dicts a jit function changes in place, given back to the caller.
+"""What a jit call gives back to its caller: its result's tuples (the language
+has lists only), and the lists and dicts the function changes in place.
 
 Inside a program lists and dicts are values (docs/python.md, "Differences from
 Python"), so a function that writes into a list argument (``bodies[i][0] +=
@@ -231,3 +232,68 @@ def element_names(fdef, given_back=()) -> set:
         stack.extend(ast.iter_child_nodes(n))
     return {name for name in changed
             if kinds.get(name) == {"element"} and name not in excluded}
+
+
+def element_check(var: str, name: str, error_tag: str) -> str:
+    """The program text refusing, at run time, to change in place the list or
+    dict in variable ``name`` (read as ``var``) that another object holds
+    (element_names): Python would change it there too, a program's lists are
+    values. Arrays and numbers pass (native code too)."""
+    return (f"if(is_mutable_container({var}), assert(false, "
+            f"\"{error_tag}UnsupportedError] changing the list or dict '{name}' in place "
+            f"is not supported by tessera.jit here: it is an object another one holds (an "
+            f"element of a list or dict: a for loop's variable, {name} = xs[i], unpacking; "
+            f"or a parameter), which Python would change too, and lists and dicts are "
+            f"values in a jit function; change it through what holds it (xs[i][0] = v), "
+            f"return the new value, or use an array\"))")
+
+
+# ---------------------------------------------------------------- results' tuples
+
+
+_TUPLE_CALLS = {"shape", "nonzero", "meshgrid", "divmod", "svd", "eigh", "eig", "qr", "lstsq",
+                "slogdet"}
+
+
+def _result_spec(node):
+    """Which parts of a returned expression are tuples in Python (the language
+    only has lists): tuple displays, ``x.shape``, ``np.nonzero(...)``, ..."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
+        return (kind, [_result_spec(e) for e in node.elts])
+    if isinstance(node, ast.Attribute) and node.attr == "shape":
+        return ("tuple", None)
+    if isinstance(node, ast.Call):
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+        if name in _TUPLE_CALLS or (name == "where" and len(node.args) == 1):
+            return ("tuple", None)
+    return None
+
+
+def _returns_spec(fdef):
+    specs = []
+    # Walked with a stack, in source order (a chain nests as deep as it is long).
+    stack = list(reversed(fdef.body))
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(n, ast.Return):
+            specs.append(_result_spec(n.value) if n.value is not None else None)
+        stack.extend(reversed(list(ast.iter_child_nodes(n))))
+    if specs and all(sp == specs[0] for sp in specs):
+        return specs[0]
+    return None
+
+
+def convert_result(value, spec):
+    """Applies a result spec: lists that were tuples in Python become tuples
+    (tuples made by the program already come back as tuples; the spec covers
+    the primitives that return lists where NumPy returns tuples)."""
+    if spec is None or not isinstance(value, (list, tuple)):
+        return value
+    kind, items = spec
+    if items is not None and len(items) == len(value):
+        value = type(value)(convert_result(v, s) for v, s in zip(value, items))
+    return tuple(value) if kind == "tuple" else value

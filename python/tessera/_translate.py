@@ -29,7 +29,8 @@ from . import _numpy_map as M
 from ._calls import CallsMixin
 from ._expressions import ExpressionsMixin
 from ._generators import eager_generators, first_yield_line
-from ._list_args import changed_roots, element_names
+from ._list_args import (_result_spec, _returns_spec, changed_roots,
+                         convert_result, element_check, element_names)
 from ._statements import StatementsMixin
 from ._templates import ERROR_TAG, HELPER_DEPS, HELPERS, INLINE, RAISABLE  # noqa: F401
 
@@ -447,54 +448,6 @@ class ProgramBuilder:
         return "".join(out)
 
 
-_TUPLE_CALLS = {"shape", "nonzero", "meshgrid", "divmod", "svd", "eigh", "eig", "qr", "lstsq",
-                "slogdet"}
-
-
-def _result_spec(node):
-    """Which parts of a returned expression are tuples in Python (the language
-    only has lists): tuple displays, ``x.shape``, ``np.nonzero(...)``, ..."""
-    if isinstance(node, (ast.Tuple, ast.List)):
-        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
-        return (kind, [_result_spec(e) for e in node.elts])
-    if isinstance(node, ast.Attribute) and node.attr == "shape":
-        return ("tuple", None)
-    if isinstance(node, ast.Call):
-        f = node.func
-        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-        if name in _TUPLE_CALLS or (name == "where" and len(node.args) == 1):
-            return ("tuple", None)
-    return None
-
-
-def _returns_spec(fdef):
-    specs = []
-    # Walked with a stack, in source order (a chain nests as deep as it is long).
-    stack = list(reversed(fdef.body))
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(n, ast.Return):
-            specs.append(_result_spec(n.value) if n.value is not None else None)
-        stack.extend(reversed(list(ast.iter_child_nodes(n))))
-    if specs and all(sp == specs[0] for sp in specs):
-        return specs[0]
-    return None
-
-
-def convert_result(value, spec):
-    """Applies a result spec: lists that were tuples in Python become tuples
-    (tuples made by the program already come back as tuples; the spec covers
-    the primitives that return lists where NumPy returns tuples)."""
-    if spec is None or not isinstance(value, (list, tuple)):
-        return value
-    kind, items = spec
-    if items is not None and len(items) == len(value):
-        value = type(value)(convert_result(v, s) for v, s in zip(value, items))
-    return tuple(value) if kind == "tuple" else value
-
-
 # --------------------------------------------------------------------------- source
 
 
@@ -885,7 +838,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
                 texts = self.stmts(body) + [self.returned("nil")]
             else:
                 texts = self.stmts(body, tail=True)
-            texts = [self.element_check(p, node) for p in checked] + texts
+            texts = [element_check(self.name(p, node), p, ERROR_TAG) for p in checked] + texts
             body_text = self.block(texts)
         finally:
             self.scope, self.renames = outer_scope, outer_renames
@@ -935,23 +888,11 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         finally:
             self.line = saved
         if self.elements:
-            texts = [self.element_check(name, node) for name in changed_roots(node)
-                     if name in self.elements] + texts
+            texts = [element_check(self.name(name, node), name, ERROR_TAG)
+                     for name in changed_roots(node) if name in self.elements] + texts
         if texts:
             texts[0] = self.mark(node.lineno) + texts[0]
         return texts
-
-    def element_check(self, name: str, node) -> str:
-        """Refuses, at run time, changing in place a list or dict that another
-        object holds (Python would change it there too; a program's lists are
-        values): an element taken out of a list, a parameter (arrays pass)."""
-        return (f"if(is_mutable_container({self.name(name, node)}), assert(false, "
-                f"\"{ERROR_TAG}UnsupportedError] changing the list or dict '{name}' in place "
-                f"is not supported by tessera.jit here: it is an object another one holds (an "
-                f"element of a list or dict: a for loop's variable, {name} = xs[i], unpacking; "
-                f"or a parameter), which Python would change too, and lists and dicts are "
-                f"values in a jit function; change it through what holds it (xs[i][0] = v), "
-                f"return the new value, or use an array\"))")
 
     def _stmt(self, node, tail) -> list:
         kind = type(node)
