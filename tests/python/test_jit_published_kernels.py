@@ -1,8 +1,7 @@
 """Published NumPy kernels nobody here wrote (issue 31), with only @tessera.jit
 added: what they needed fixed, each compared with plain Python/NumPy at 1 and
 2 threads (the kernels themselves are in bench/published_kernels.py, raced by
-bench_numpy_kernels.py as "published
-kernels"; run here at their quick sizes).
+bench_numpy_kernels.py as its "published" category; run here at their quick sizes).
 
 - Lists, tuples and dicts a function changes in place are given back to the
   caller (the benchmarks game's n-body over lists of floats left the caller's
