@@ -53,6 +53,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 sys.path.insert(0, os.path.join(_HERE, os.pardir, "tests", "python"))
 
+from published_kernels import (  # noqa: E402 - bench/, on the path above
+    lu_decompose, insertion_sort, bubble_sort, sieve, life_roll,
+    random_walk_2d, black_scholes, black_scholes_erf, rk4_oscillator, sor_poisson,
+    knn_predict, rolling_std, count_prime_factors, matrix_chain_order, spectral_norm,
+    nbody_game, digitize_histogram, _check_walk_2d, _options, _bodies,
+    _knn_data)
+
 # ---------------------------------------------------------------- stencils and diffusion
 
 
@@ -624,6 +631,7 @@ def small_arrays(x, y, steps):
     return x, y
 
 
+
 # ---------------------------------------------------------------- the registry
 
 
@@ -994,7 +1002,81 @@ KERNELS = [
            small_arrays,
            lambda q: (_rng().random(1000), _rng(7).random(1000), _pick(q, 5, 500)),
            rtol=1e-9, elements=lambda q: 1000),
+    # published kernels (above): as their authors write them, only @tessera.jit added
+    Kernel("lu_decompose", "published",
+           lu_decompose,
+           lambda q: (_spd(_pick(q, 20, 200)),),
+           kind="loop", rtol=1e-9),
+    Kernel("insertion_sort", "published",
+           insertion_sort,
+           lambda q: (_rng().random(_pick(q, 200, 3000)),),
+           kind="loop", lists=True),
+    Kernel("bubble_sort", "published",
+           bubble_sort,
+           lambda q: (_rng().integers(0, 1_000_000, _pick(q, 100, 1500)),),
+           kind="loop", lists=True),
+    Kernel("sieve", "published",
+           sieve,
+           lambda q: (_pick(q, 1000, 2_000_000),),
+           elements=lambda q: _pick(q, 1000, 2_000_000)),
+    Kernel("life_roll", "published",
+           life_roll,
+           lambda q: (_life_grid(_pick(q, 40, 500)).astype(bool), _pick(q, 3, 10)),
+           elements=_sq(500)),
+    Kernel("random_walk_2d", "published",
+           random_walk_2d,
+           lambda q: (_pick(q, 10_000, 2_000_000),),
+           kind="random", stat=_check_walk_2d, elements=lambda q: _pick(q, 10_000, 2_000_000)),
+    Kernel("black_scholes", "published",
+           black_scholes,
+           lambda q: _options(_pick(q, 1000, 1_000_000)),
+           rtol=1e-9, elements=lambda q: _pick(q, 1000, 1_000_000), helpers=("_cnd",)),
+    Kernel("black_scholes_erf", "published",
+           black_scholes_erf,
+           lambda q: _options(_pick(q, 500, 100_000)),
+           kind="loop", rtol=1e-12),
+    Kernel("rk4_oscillator", "published",
+           rk4_oscillator,
+           lambda q: (1.0, 0.0, 2.0, 0.1, 0.001, _pick(q, 500, 100_000)),
+           kind="loop", rtol=1e-9),
+    Kernel("sor_poisson", "published",
+           sor_poisson,
+           lambda q: (np.zeros((_pick(q, 20, 200),) * 2), _rng().random((_pick(q, 20, 200),) * 2),
+                      0.005, 1.5, _pick(q, 3, 20)),
+           kind="loop", rtol=1e-9),
+    Kernel("knn_predict", "published",
+           knn_predict,
+           lambda q: _knn_data(_pick(q, 100, 2000), _pick(q, 20, 500)),
+           elements=lambda q: _pick(q, 100, 2000) * _pick(q, 20, 500)),
+    Kernel("rolling_std", "published",
+           rolling_std,
+           lambda q: (_rng().random(_pick(q, 1000, 1_000_000)), 50),
+           rtol=1e-9, elements=lambda q: _pick(q, 1000, 1_000_000) * 50),
+    Kernel("count_prime_factors", "published",
+           count_prime_factors,
+           lambda q: (_pick(q, 300, 50_000),),
+           kind="loop", helpers=("prime_factors",)),
+    Kernel("matrix_chain_order", "published",
+           matrix_chain_order,
+           lambda q: (_rng().integers(5, 50, _pick(q, 20, 150)),),
+           kind="loop"),
+    Kernel("spectral_norm", "published",
+           spectral_norm,
+           lambda q: (_pick(q, 30, 300),),
+           kind="loop", rtol=1e-12),
+    Kernel("nbody_game", "published",
+           nbody_game,
+           lambda q: (*_bodies()[:2], _bodies()[2], _pick(q, 20, 20_000), 0.01),
+           kind="loop", rtol=1e-9),
+    Kernel("digitize_histogram", "published",
+           digitize_histogram,
+           lambda q: (_rng().normal(size=_pick(q, 1000, 2_000_000)), np.linspace(-3, 3, 41)),
+           elements=lambda q: _pick(q, 1000, 2_000_000)),
 ]
+
+# The published kernels (issue 31's check "against programs nobody here wrote"):
+# tests/python/test_jit_published_kernels.py runs them at 1 and 2 threads.
+PUBLISHED = [k.name for k in KERNELS if k.category == "published"]
 
 # Kernels that tessera does not run correctly today, with the reason. The
 # smoke test (tests/python/test_bench_kernels.py) requires every other kernel
@@ -1041,7 +1123,7 @@ def compare(kernel, got, got_args, expected, expected_args, args):
         assert_same(got, expected, rtol=kernel.rtol, atol=kernel.atol)
     names = _param_names(kernel.func)
     for i, (g, e) in enumerate(zip(got_args, expected_args)):
-        if isinstance(e, np.ndarray):
+        if isinstance(e, (np.ndarray, list)):
             assert_same(g, e, rtol=kernel.rtol, atol=kernel.atol,
                         path=f"argument '{names[i]}' after the call")
 
@@ -1532,7 +1614,8 @@ def run_isolated(kernel, args):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5, help="timed runs per kernel (median)")
-    ap.add_argument("--filter", default="", help="only kernels whose name contains this")
+    ap.add_argument("--filter", default="", help="only kernels whose name contains this (or one of these, comma-separated; "
+                    "'published' picks the published kernels)")
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     ap.add_argument("--check-only", action="store_true", help="check against NumPy, no timing")
     ap.add_argument("--json", help="write every result and raw time to this file")
@@ -1567,7 +1650,8 @@ def main(argv=None):
         print("RESULT " + json.dumps(res), flush=True)
         return 0
 
-    kernels = [k for k in KERNELS if args.filter in k.name]
+    kernels = [k for k in KERNELS
+               if any(f in k.name or f == k.category for f in args.filter.split(","))]
     info = machine_info()
     if not args.check_only and not args.quick:
         info["bandwidth_gbs"] = bandwidth_probe()

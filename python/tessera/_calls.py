@@ -127,6 +127,8 @@ class CallsMixin(U.UfuncMethodsMixin):
         pyrandom = T._python_random_name(obj)
         if pyrandom is not None:
             return self.python_random_call(pyrandom, obj, node, args, kws)
+        if obj is np.lib.stride_tricks.sliding_window_view:
+            return self.library_call(SPECIAL["sliding_window_view"], node, args, kws)
         ns, name = T._numpy_function(obj)
         if ns == "numpy":
             return self.numpy_call(name, node, args, kws)
@@ -582,8 +584,8 @@ class CallsMixin(U.UfuncMethodsMixin):
                          "shuffle a variable: NumPy shuffles in place and gives None")
 
     def math_call(self, name: str, node, args, kws) -> str:
-        if name == "isclose":
-            return self.library_call(SPECIAL["_math_isclose"], node, args, kws)
+        if name in ("isclose", "erf", "erfc"):
+            return self.library_call(SPECIAL["_math_" + name], node, args, kws)
         if kws:
             self.unsupported(f"math.{name} with keyword arguments", node)
         texts = [self.expr(a) for a in args]

@@ -6,6 +6,8 @@ and SPECIAL), one copy translated per call site (_translate.include_library)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 # ---------------------------------------------------------------- functions over arrays
@@ -276,6 +278,124 @@ def _math_isclose(a, b, *, rel_tol=1e-09, abs_tol=0.0):
         return False
     diff = abs(b - a)
     return bool(diff <= abs(rel_tol * b) or diff <= abs(rel_tol * a) or diff <= abs_tol)
+
+
+def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    """np.lib.stride_tricks.sliding_window_view: every window of ``window_shape``
+    along ``axis`` (all axes when None), the window axes last. NumPy gives a
+    read-only view; this is a copy of it (reading is the same; writeable=True,
+    writing through the windows, is refused)."""
+    if writeable:
+        raise NotImplementedError("[sliding_window_view] writeable=True (writing through "
+                                  "overlapping windows) is not supported by tessera.jit")
+    x = np.asarray(x)
+    shape = [window_shape] if isinstance(window_shape, int) else list(window_shape)
+    if axis is None:
+        axes = list(range(x.ndim))
+        if len(shape) != x.ndim:
+            raise ValueError("Since axis is `None`, must provide window_shape for all "
+                             "dimensions of `x`; got " + str(len(shape)) +
+                             " window_shape elements and `x.ndim` is " + str(x.ndim) + ".")
+    else:
+        axes = [axis] if isinstance(axis, int) else list(axis)
+        if len(shape) != len(axes):
+            raise ValueError("Must provide matching length window_shape and axis; got " +
+                             str(len(shape)) + " window_shape elements and " +
+                             str(len(axes)) + " axes elements.")
+    out = x
+    for k in range(len(axes)):
+        w = shape[k]
+        if w < 0:
+            raise ValueError("`window_shape` cannot contain negative values")
+        ax = axes[k]
+        if ax < -x.ndim or ax >= x.ndim:
+            raise IndexError("[sliding_window_view] axis " + str(ax) + " is out of bounds for "
+                             "array of dimension " + str(x.ndim))
+        if ax < 0:
+            ax += x.ndim
+        n = out.shape[ax]
+        if w > n:
+            raise ValueError("window shape cannot be larger than input array shape")
+        idx = np.arange(n - w + 1)[:, None] + np.arange(w)[None, :]
+        out = np.moveaxis(np.take(out, idx, axis=ax), ax + 1, -1)
+    return out
+
+
+def _exp_minus_square(x):
+    """exp(-x * x) without the rounding of x * x (hi * hi is exact)."""
+    hi = math.floor(x * 16.0) / 16.0
+    return math.exp(-hi * hi) * math.exp(-(x - hi) * (x + hi))
+
+
+def _erfc_fraction(x, terms):
+    """erfc(x) for x >= 1 by its continued fraction, evaluated from the tail."""
+    f = x
+    k = terms
+    while k > 0:  # (a range of a parameter is checked at run time, a while loop is not)
+        f = x + 0.5 * k / f
+        k -= 1
+    return 0.5641895835477563 * _exp_minus_square(x) / f
+
+
+def _erf_taylor_table(per_unit=8, terms=12, end=6.0):
+    """Taylor coefficients of erf around c = i / per_unit for c in [0, end]:
+    row i holds erf(c) and erf's k-th derivative at c over k! (k = 1 .. terms - 1),
+    from exp(-x^2)'s coefficients a_n (a_(n+1) = -2 (c a_n + a_(n-1)) / (n + 1), as
+    (exp(-x^2))' = -2x exp(-x^2)). Within 1/16 of a centre, 12 terms give erf to 2
+    units in the last place (tests/python/test_jit_published_kernels.py)."""
+    rows = int(end * per_unit) + 1
+    table = np.zeros((rows, terms))
+    for i in range(rows):
+        c = i / per_unit
+        a = [math.exp(-c * c), -2.0 * c * math.exp(-c * c)]
+        for n in range(1, terms):
+            a.append(-2.0 * (c * a[n] + a[n - 1]) / (n + 1))
+        table[i, 0] = math.erf(c)
+        for k in range(1, terms):
+            table[i, k] = 1.1283791670955126 * a[k - 1] / k  # 2/sqrt(pi) a_(k-1) / k
+    return table
+
+
+_ERF_TAYLOR = _erf_taylor_table()
+
+
+def _math_erf(x):
+    """Python's math.erf: below 6, the Taylor polynomial (12 terms, Horner) around
+    the nearest of the centres i/8 (_ERF_TAYLOR); from 6 on erf is 1 in float64.
+    (One return, at the end: a loop calling it stays native code.)"""
+    x = float(x)
+    ax = abs(x)
+    r = 1.0
+    if ax < 6.0:
+        i = int(ax * 8.0 + 0.5)
+        t = ax - i * 0.125
+        r = _ERF_TAYLOR[i, 11]
+        for m in range(10, -1, -1):
+            r = r * t + _ERF_TAYLOR[i, m]
+        r = r.item()  # Python's float, as math.erf gives
+    elif ax != ax:
+        r = ax
+    return r if x > 0.0 else (-r if x < 0.0 else x)  # erf(-0.0) is -0.0, erf(nan) nan
+
+
+def _math_erfc(x):
+    """Python's math.erfc: the continued fraction from 1 on (relative precision
+    where erfc is small; it converges faster the larger x), 1 - erf(x) between
+    -1 and 1, 2 - erfc(-x) below."""
+    x = float(x)
+    ax = abs(x)
+    r = 0.0
+    if ax < 1.0 or ax != ax:
+        r = 1.0 - _math_erf(x)
+    elif ax < 2.0:
+        r = _erfc_fraction(ax, 250)
+    elif ax < 3.0:
+        r = _erfc_fraction(ax, 120)
+    elif ax < 27.3:
+        r = _erfc_fraction(ax, 60)
+    if x <= -1.0:
+        r = 2.0 - r
+    return float(r)
 
 
 # ---------------------------------------------------------------- Python builtins with key=

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._numpy_apply_lib import (_extreme_by_key, _math_isclose, _sorted_by_key, _vectorize1,
-                               _vectorize2, _vectorize3, apply_along_axis, apply_over_axes,
-                               fromfunction, histogram2d, histogramdd, piecewise)
+from ._numpy_apply_lib import (_extreme_by_key, _math_erf, _math_erfc, _math_isclose,
+                               _sorted_by_key, _vectorize1, _vectorize2, _vectorize3,
+                               apply_along_axis, apply_over_axes, fromfunction, histogram2d,
+                               histogramdd, piecewise, sliding_window_view)
 
 # ---------------------------------------------------------------- convolution
 
@@ -876,5 +877,6 @@ LIBRARY["trapz"] = trapezoid  # NumPy 1's name
 # np.vectorize, max/min/sorted with key=)
 SPECIAL = {f.__name__: f for f in (
     _vectorize1, _vectorize2, _vectorize3, _extreme_by_key, _sorted_by_key, _math_isclose,
+    _math_erf, _math_erfc, sliding_window_view,
     _sum_where, _prod_where, _max_where, _min_where, _mean_where, _any_where, _all_where, pad)}
 SPECIAL.update({"_amax_where": _max_where, "_amin_where": _min_where})

@@ -89,13 +89,8 @@ INLINE = {
   setitem($x, shuffle($x), "...")))""",
     # range's and tessera.prange's bounds: integers, bools or NumPy integer
     # scalars (0-d integer arrays: they have __index__); anything else is
-    # Python's TypeError.
-    "range_int": """block(define($v, $1), define($t, type($v)),
-  if($t != "int" && $t != "bool" && !(($t == "int64 array" || $t == "int32 array" ||
-      $t == "int16 array" || $t == "int8 array" || $t == "uint64 array" ||
-      $t == "uint32 array" || $t == "uint16 array" || $t == "uint8 array") && ndim($v) == 0),
-  assert(false, concat("$ETypeError] [$L] '", $t,
-    "' object cannot be interpreted as an integer: ", str($v)))), $v)""",
+    # Python's TypeError (one primitive: native loop code passes an int through).
+    "range_int": """range_index($1, "$L")""",
     # int(x), float(x): a number (NumPy's scalars too); an array of one or more
     # dimensions is NumPy's TypeError.
     "python_number": """block(define($v, $1), if(ndim($v) != 0, assert(false,

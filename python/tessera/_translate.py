@@ -29,6 +29,8 @@ from . import _numpy_map as M
 from ._calls import CallsMixin
 from ._expressions import ExpressionsMixin
 from ._generators import eager_generators, first_yield_line
+from ._list_args import (_result_spec, _returns_spec, changed_roots,
+                         convert_result, element_check, element_names)
 from ._statements import StatementsMixin
 from ._templates import ERROR_TAG, HELPER_DEPS, HELPERS, INLINE, RAISABLE  # noqa: F401
 
@@ -217,6 +219,9 @@ class Translation:
     # [spec of each item] or None), the same for every return of the entry.
     result_spec: tuple | None = None
     functions: list = field(default_factory=list)  # function arguments specialized on
+    # The parameters given back to the caller (_list_args.py): the program's
+    # result is then [result, final value of each].
+    writeback: tuple = ()
 
 
 _MARK = re.compile(r"\x00(\d+):(\d+)\x01")
@@ -275,6 +280,22 @@ class ProgramBuilder:
         self.defs.append(FunctionTranslator(self, func).translate_toplevel(name))
         return name
 
+    def include_entry(self, func, writeback: tuple) -> str:
+        """The generated name of the entry function whose parameters at the
+        positions ``writeback`` are given back to the caller (_list_args.py):
+        a variant of its own (a call of the function from the program, a
+        recursion, is the plain one)."""
+        name, n = mangle(f"{func.__name__}_entry"), 1
+        while name in self.used:
+            n += 1
+            name = mangle(f"{func.__name__}_entry_{n}")
+        self.used.add(name)
+        translator = FunctionTranslator(self, func)
+        names = translator.param_names(translator.node.args, True)
+        translator.writeback = [mangle(names[i]) for i in writeback]
+        self.defs.append(translator.translate_toplevel(name))
+        return name
+
     def include_library(self, func, site: str) -> str:
         """The generated name of a function of tessera's NumPy library
         (_numpy_lib.py) called at `site` (a line mark of the caller's): one copy
@@ -308,7 +329,7 @@ class ProgramBuilder:
             return name
         return self.include(f)
 
-    def build(self, entry_jitfn, fn_args=None) -> Translation:
+    def build(self, entry_jitfn, fn_args=None, writeback=()) -> Translation:
         """The program of an entry function. ``fn_args`` maps parameter
         positions to the functions (jit or plain) passed there in this call:
         they are translated into the program and passed by name, the caller
@@ -323,7 +344,10 @@ class ProgramBuilder:
                 f"call gives a generator object, which tessera does not return; jit the "
                 f"function that consumes it (list(...), a for loop), which tessera runs "
                 f"generators in (at {fname}:{first_yield_line(fdef)})")
-        entry = self.include(entry_jitfn)
+        if writeback:
+            entry = self.include_entry(func, writeback)
+        else:
+            entry = self.include(entry_jitfn)
         fn_names = {i: self.function_value(f) for i, f in (fn_args or {}).items()}
         fdef, _ = parse_function(func)
         n_params = len(fdef.args.posonlyargs) + len(fdef.args.args) + len(fdef.args.kwonlyargs)
@@ -346,7 +370,7 @@ class ProgramBuilder:
             spec = _result_spec(fdef.body)
         else:
             spec = _returns_spec(fdef)
-        return Translation(text, n_params, list(self.constants), spec)
+        return Translation(text, n_params, list(self.constants), spec, writeback=writeback)
 
     def resolve_markers(self, text: str) -> str:
         """Turns the line markers left by the translator into ``#line``
@@ -422,54 +446,6 @@ class ProgramBuilder:
                         buf, newline, indent = indent, False, ""
         out.append(buf + ("\n" if newline else ""))
         return "".join(out)
-
-
-_TUPLE_CALLS = {"shape", "nonzero", "meshgrid", "divmod", "svd", "eigh", "eig", "qr", "lstsq",
-                "slogdet"}
-
-
-def _result_spec(node):
-    """Which parts of a returned expression are tuples in Python (the language
-    only has lists): tuple displays, ``x.shape``, ``np.nonzero(...)``, ..."""
-    if isinstance(node, (ast.Tuple, ast.List)):
-        kind = "tuple" if isinstance(node, ast.Tuple) else "list"
-        return (kind, [_result_spec(e) for e in node.elts])
-    if isinstance(node, ast.Attribute) and node.attr == "shape":
-        return ("tuple", None)
-    if isinstance(node, ast.Call):
-        f = node.func
-        name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
-        if name in _TUPLE_CALLS or (name == "where" and len(node.args) == 1):
-            return ("tuple", None)
-    return None
-
-
-def _returns_spec(fdef):
-    specs = []
-    # Walked with a stack, in source order (a chain nests as deep as it is long).
-    stack = list(reversed(fdef.body))
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            continue
-        if isinstance(n, ast.Return):
-            specs.append(_result_spec(n.value) if n.value is not None else None)
-        stack.extend(reversed(list(ast.iter_child_nodes(n))))
-    if specs and all(sp == specs[0] for sp in specs):
-        return specs[0]
-    return None
-
-
-def convert_result(value, spec):
-    """Applies a result spec: lists that were tuples in Python become tuples
-    (tuples made by the program already come back as tuples; the spec covers
-    the primitives that return lists where NumPy returns tuples)."""
-    if spec is None or not isinstance(value, (list, tuple)):
-        return value
-    kind, items = spec
-    if items is not None and len(items) == len(value):
-        value = type(value)(convert_result(v, s) for v, s in zip(value, items))
-    return tuple(value) if kind == "tuple" else value
 
 
 # --------------------------------------------------------------------------- source
@@ -730,6 +706,12 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         self._index_tuples: list[set] = [set()]  # np.ndindex loop variables
         self._depth = 0  # nesting of expr()
         self._closure = {}
+        # The entry function's parameters given back to the caller (_list_args.py):
+        # its returns give list(result, p, ...); None in any other function.
+        self.writeback: list | None = None
+        # Variables holding an object another holds that the function changes in
+        # place (_list_args.element_names): a list or dict there is refused.
+        self.elements: set = set()
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
                 try:
@@ -836,16 +818,32 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         self.renames = []
         saved_line = self.line
         self.line = node.lineno
+        outer_writeback, outer_elements = self.writeback, self.elements
+        if not toplevel:
+            self.writeback = None
+        param_names = self.param_names(node.args, True)
+        given_back = {p for p in param_names if self.writeback and mangle(p) in self.writeback}
+        self.elements = element_names(node, given_back)
+        # a parameter changed in place is checked once, on entry (not in its loops)
+        checked = [p for p in param_names if p in self.elements]
+        self.elements -= set(checked)
         try:
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 if isinstance(body[0].value.value, str):
                     body = body[1:]  # the docstring
-            texts = self.stmts(body, tail=True)
+            if self.writeback:
+                # Every way out gives the result and the final values of the
+                # parameters the caller gets back: the returns, and the end.
+                texts = self.stmts(body) + [self.returned("nil")]
+            else:
+                texts = self.stmts(body, tail=True)
+            texts = [element_check(self.name(p, node), p, ERROR_TAG) for p in checked] + texts
             body_text = self.block(texts)
         finally:
             self.scope, self.renames = outer_scope, outer_renames
             self.line = saved_line
+            self.writeback, self.elements = outer_writeback, outer_elements
         return self.mark(node.lineno) + _define_function(name, params, body_text)
 
     def check_globals(self, node: ast.FunctionDef, declared: dict) -> None:
@@ -889,6 +887,9 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             texts = self._stmt(node, tail)
         finally:
             self.line = saved
+        if self.elements:
+            texts = [element_check(self.name(name, node), name, ERROR_TAG)
+                     for name in changed_roots(node) if name in self.elements] + texts
         if texts:
             texts[0] = self.mark(node.lineno) + texts[0]
         return texts
@@ -899,6 +900,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             self.unsupported(_UNSUPPORTED_STMTS[kind], node)
         if isinstance(node, ast.Return):
             value = self.expr(node.value) if node.value is not None else None
+            if self.writeback:
+                return [f"return({self.returned(value or 'nil')})"]
             if tail:
                 return [value if value is not None else "nil"]
             return [f"return({value})" if value is not None else "return()"]
@@ -920,6 +923,10 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         if tail:
             out.append("nil")
         return out
+
+    def returned(self, value: str) -> str:
+        """The entry's result with the parameters given back (self.writeback)."""
+        return f"list({', '.join([value] + self.writeback)})"
 
     def check_with(self, node: ast.With) -> None:
         """``with np.errstate(...):`` runs its body: tessera neither warns nor

@@ -28,8 +28,9 @@ import threading
 
 import numpy as np
 
+from ._list_args import CONTAINERS, write_back, written_params
 from ._translate import (ERROR_TAG, RAISABLE, ProgramBuilder, Translation, UnsupportedError,
-                         convert_result)
+                         convert_result, parse_function)
 
 __all__ = ["jit", "set_eager", "is_eager", "UnsupportedError", "JitFunction"]
 
@@ -138,7 +139,8 @@ class JitFunction:
             self._plain_arity = -1
         self._lock = threading.Lock()
         self._translation: Translation | None = None
-        self._specialized: dict = {}  # function arguments -> Translation
+        self._specialized: dict = {}  # (function arguments, writeback) -> Translation
+        self._written: tuple | None = None  # parameters changed in place (_list_args.py)
         self._programs: dict = {}
         self._last = None
 
@@ -156,19 +158,27 @@ class JitFunction:
         """The expression-language program this function is translated into."""
         return self._translate().text
 
-    def _translate_for(self, args) -> Translation:
+    def _writeback_for(self, args) -> tuple:
+        """The positions of the arguments the function changes in place that
+        are lists, tuples or dicts (values in the program): the caller gets
+        their final values back."""
+        if self._written is None:
+            self._written = written_params(parse_function(self.__wrapped__)[0])
+        return tuple(i for i in self._written if isinstance(args[i], CONTAINERS))
+
+    def _translate_for(self, args, writeback=()) -> Translation:
         """The translation for a call: the plain one, or one specialized on the
-        functions passed as arguments."""
+        functions passed as arguments and on the arguments given back."""
         fns = {i: a for i, a in enumerate(args) if _is_function_arg(a)}
-        if not fns:
+        if not fns and not writeback:
             return self._translate()
-        key = tuple((i, id(f)) for i, f in fns.items())
+        key = (tuple((i, id(f)) for i, f in fns.items()), writeback)
         tr = self._specialized.get(key)
         if tr is None:
             with self._lock:
                 tr = self._specialized.get(key)
                 if tr is None:
-                    tr = ProgramBuilder().build(self, fn_args=fns)
+                    tr = ProgramBuilder().build(self, fn_args=fns, writeback=writeback)
                     # Keeps the functions alive, so their ids stay theirs.
                     tr.functions = list(fns.values())
                     self._specialized[key] = tr
@@ -181,7 +191,9 @@ class JitFunction:
         if entry is not None:
             return entry
         specialized = any(type(k) is _FunctionKey for k in key)
-        tr = self._translate_for(args) if specialized else self._translate()
+        writeback = self._writeback_for(args)
+        tr = self._translate_for(args, writeback) if specialized or writeback else \
+            self._translate()
         with self._lock:
             entry = self._programs.get(key)
             if entry is None:
@@ -241,6 +253,10 @@ class JitFunction:
             if recording is not None:
                 recording.stop()
                 self.last_trace = recording
+        if tr.writeback:
+            for i, final in zip(tr.writeback, result[1:]):
+                write_back(args[i], final)
+            result = result[0]
         if tr.result_spec is not None:
             return convert_result(result, tr.result_spec)
         return result

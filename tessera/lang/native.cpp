@@ -1543,6 +1543,39 @@ struct Gen {
       count(n.slot);
       return CV{Reg::PyInt, ashape(r, 0)};
     }
+    if ((n.spec->name == "negative" || n.spec->name == "not_") && n.kids.size() == 1)
+      return negate(n);
+    if (n.spec->name == "item" && n.kids.size() == 1 && !arr_var(n.kids[0])) {
+      // x.item() of a number: the same value as Python's (NumPy's int32 and
+      // float32 widen to Python's int and float).
+      CV v = eval(n.kids[0]);
+      const auto vk = static_cast<Reg::Kind>(v.k);
+      if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"item() of a value that is not a number"};
+      count(n.slot);
+      if (is_bool(vk)) return CV{Reg::PyBool, v.v};
+      return CV{is_int(vk) ? Reg::PyInt : Reg::PyFloat, v.v};
+    }
+    if (n.spec->name == "is_mutable_container" && n.kids.size() == 1) {
+      // An array or a number is not a list or dict (anything else stays general).
+      if (!arr_var(n.kids[0])) {
+        CV v = eval(n.kids[0]);
+        if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k)))
+          throw Refuse{"is_mutable_container of a value that is not an array or a number"};
+      }
+      count(n.slot);
+      return CV{Reg::PyBool, b.getInt1(false)};
+    }
+    if (n.spec->name == "range_index" && !n.kids.empty()) {
+      // A range's bound: an int (Python's or NumPy's) or a bool passes; any
+      // other kind is the primitive's TypeError, on the general path.
+      CV v = eval(n.kids[0]);
+      const auto vk = static_cast<Reg::Kind>(v.k);
+      if (v.k == kDyn || !(vk == Reg::PyInt || vk == Reg::NpInt || vk == Reg::NpI32 ||
+                           vk == Reg::PyBool))
+        throw Refuse{"a range bound that is not an int"};
+      count(n.slot);
+      return v;
+    }
     if (n.spec->name == "ndim" && n.kids.size() == 1) {
       // np.ndim(x): the rank the code is typed by (0 for a number).
       int64_t nd = 0;
@@ -1584,6 +1617,36 @@ struct Gen {
       return r;
     }
     return finish_call(n, it->second, v, probe(n, it->second, v));
+  }
+
+  // `-x` of a number (its kind kept: Python's int overflows at INT64_MIN, to
+  // the general path; NumPy's int64 and int32 wrap around) and Python's
+  // `not x` (a Python bool whatever x's kind).
+  CV negate(const FNode& n) {
+    CV v = eval(n.kids[0]);
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"'" + n.spec->name + "' of a non-scalar"};
+    if (n.spec->name == "not_") {
+      llvm::Value* r = b.CreateNot(truth(v));
+      count(n.slot);
+      return CV{Reg::PyBool, r};
+    }
+    if (is_bool(vk)) throw Refuse{"'negative' of a bool"};
+    CV r = v;
+    if (is_float(vk)) {
+      r.v = b.CreateFNeg(v.v);
+    } else if (vk == Reg::NpI32) {
+      r.v = b.CreateSExt(b.CreateNeg(b.CreateTrunc(v.v, b.getInt32Ty())), i64);
+    } else {
+      r.v = b.CreateSub(b.getInt64(0), v.v);
+      if (vk == Reg::PyInt) {
+        llvm::Value* over = b.CreateICmpEQ(v.v, b.getInt64(INT64_MIN));
+        if (v.s) over = b.CreateAnd(over, b.CreateNot(v.s));
+        bail_if(over);
+      }
+    }
+    count(n.slot);
+    return r;
   }
 
   int probe(const FNode& n, UnaryOp op, const CV& v) {

@@ -98,6 +98,21 @@ Value concat(Args& a) {
 
 Value is_nil(Args& a) { return Value(a[0].is_nil()); }
 
+// range's and prange's bounds: Python's int or bool, or a NumPy integer scalar
+// (a 0-d integer array: it has __index__), passed through; anything else is
+// Python's TypeError. One primitive (native loop code passes a number through),
+// where the check was a dozen operations on the value's type name.
+Value ctl_range_index(Args& a) {
+  const Value& v = a[0];
+  if (v.is_int() || v.is_bool()) return v;
+  if (v.is_array() && v.as_array().ndim() == 0 && is_integer(v.as_array().dtype())) return v;
+  const std::string label = a.size() > 1 && a[1].is_string() ? a[1].as_string() : "range";
+  const std::string kind =
+      v.is_array() ? std::string(dtype_name(v.as_array().dtype())) + " array" : v.kind_name();
+  throw TypeError(error_message("[", label, "] '", kind,
+                                "' object cannot be interpreted as an integer: ", python_str(v)));
+}
+
 const bool registered_control = register_primitives({
     {.name = "after",
      .family = "control",
@@ -152,6 +167,23 @@ const bool registered_control = register_primitives({
              "function, slice, or '<dtype> array'.",
      .eval = type_name,
      .grads = {""}},
+    {.name = "is_mutable_container",
+     .family = "control",
+     .params = {{"x"}},
+     .help = "True when x is a list (not a tuple) or a dict: a value the jit front end must not "
+             "change in place where Python would change an object it shares (an element taken "
+             "out of another list).",
+     .eval = [](Args& a) -> Value { return Value((a[0].is_list() && !a[0].is_tuple()) ||
+                                                 a[0].is_dict()); },
+     .grads = {""}},
+    {.name = "range_index",
+     .family = "control",
+     .params = {{"x"}, {"label", Value(std::string("range"))}},
+     .help = "x itself when it can bound a range (Python's int or bool, a NumPy integer "
+             "scalar); TypeError '[label] <kind> object cannot be interpreted as an integer' "
+             "otherwise.",
+     .eval = ctl_range_index,
+     .grads = {"", ""}},
     {.name = "str",
      .family = "control",
      .params = {{"x"}},

@@ -1049,6 +1049,13 @@ def test_native_loops_agree_with_python(f, args):
 # compared after an error.
 ALLOC_BAILS = (made_then_fail, small_copies, bad_shape, narrow_reads)
 
+# Loops of mostly math functions: the register interpreter calls each through
+# its primitive and, after 64 such calls, leaves the rest of the loop to the
+# general evaluation (which counts the fused expression's node), while the
+# native code runs every turn (counting its operations): the same results,
+# counted on other nodes.
+INTERPRETER_LEAVES = (float_arith,)
+
 _SCRIPT = """
 import copy, sys, numpy as np, tessera, warnings
 warnings.simplefilter("ignore")
@@ -1065,6 +1072,8 @@ for threads in (1, 2):
             print(f.__name__, type(e).__name__, str(e), repr(a))
             if f in t.ALLOC_BAILS:
                 continue
+        if f in t.INTERPRETER_LEAVES:
+            continue
         print([",".join(l.split(",")[:3]) for l in g.counters().splitlines()])
 """
 
