@@ -7,8 +7,9 @@ the next operation wakes it).
 Each configuration runs in its own process, launched alternately, --launches
 of each; every process calls every kernel --calls times after a warm-up, with
 a pause before each call (as a program's loop meets the kernel after other
-work, and as bench_numpy_kernels.py races). NumPy's time (its own BLAS
-threads) is printed beside for scale. Prints medians over all calls, the
+work, and as bench_numpy_kernels.py races), each followed by NumPy's call of
+the same kernel (in both configurations; its own BLAS threads), whose time is
+printed beside for scale. Prints medians over all calls, the
 ratio lingering / not, the thread count and the machine.
 
 Run:
@@ -123,8 +124,10 @@ def main() -> None:
     for launch in range(a.launches):
         for linger in (["0", "200"] if launch % 2 == 0 else ["200", "0"]):
             env = dict(os.environ, TESSERA_LINGER_US=linger, TESSERA_THREADS=str(a.threads))
+            # Both configurations run NumPy's calls between tessera's (the same
+            # work before each tessera call); NumPy's times come from both.
             cmd = [sys.executable, __file__, "--child", "--calls", str(a.calls),
-                   "--pause", str(a.pause)] + (["--numpy"] if linger == "0" else [])
+                   "--pause", str(a.pause), "--numpy"]
             res = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
             runs[linger].append(json.loads(res.stdout.strip().splitlines()[-1]))
     print(f"\n{'kernel':42s} {'NumPy':>8s} {'linger 0':>9s} {'linger 200':>11s}  ratio"
@@ -132,7 +135,9 @@ def main() -> None:
     for name in runs["0"][0]["kernels"]:
         def med(key, linger):
             return statistics.median(t for r in runs[linger] for t in r["kernels"][name][key])
-        off, on, npy = med("tessera", "0"), med("tessera", "200"), med("numpy", "0")
+        off, on = med("tessera", "0"), med("tessera", "200")
+        npy = statistics.median(t for linger in runs for r in runs[linger]
+                                for t in r["kernels"][name]["numpy"])
         print(f"{name:42s} {npy * 1e3:8.2f} {off * 1e3:9.2f} {on * 1e3:11.2f}  {on / off:5.2f}")
     print(f"\nload average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -70,8 +70,8 @@ constexpr int64_t kDescheduledNs = 50'000;  // a gap between two looks at the cl
 
 // The CPU of the last thread that made an offer: a helper lingering on that
 // CPU would take turns with the thread it is to help (the kernel woke the
-// worker beside its waker and moved it only at a later balancing), so it
-// leaves and sleeps instead.
+// worker beside its waker and moves one of them only at a later balancing),
+// so it moves itself off that CPU (move_off_cpu), or leaves.
 std::atomic<int> g_offer_cpu{-1};
 
 int64_t steady_ns() {
@@ -106,6 +106,22 @@ std::atomic<int64_t>& linger_ns_flag() {
   return ns;
 }
 
+// Moves this thread off `cpu` (onto another CPU it may run on) and gives it
+// its CPUs back: the kernel woke the worker beside the thread it helps, and
+// its balancing would move one of them only later. False when it cannot.
+bool move_off_cpu(int cpu) {
+  cpu_set_t allowed;
+  if (cpu < 0 || cpu >= CPU_SETSIZE || sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
+    return false;
+  }
+  if (CPU_COUNT(&allowed) < 2 || !CPU_ISSET(cpu, &allowed)) return false;
+  cpu_set_t others = allowed;
+  CPU_CLR(cpu, &others);
+  const bool moved = sched_setaffinity(0, sizeof others, &others) == 0;
+  sched_setaffinity(0, sizeof allowed, &allowed);
+  return moved && sched_getcpu() != cpu;
+}
+
 // A helper that finished its share of an offer: watch for the next offer
 // for the lingering time (renewed by each offer taken), and leave at once
 // when a task is spawned (it may be waiting for this worker).
@@ -134,7 +150,10 @@ void linger_for_offers() {
     }
     if (i % 64 == 0) {
       if (tasks_spawned() != spawned) break;
-      if (sched_getcpu() == g_offer_cpu.load(std::memory_order_relaxed)) break;
+      if (sched_getcpu() == g_offer_cpu.load(std::memory_order_relaxed) &&
+          !move_off_cpu(sched_getcpu())) {
+        break;
+      }
       const int64_t t = steady_ns();
       if (t - now > kDescheduledNs) {
         g_linger_paused_until.store(t + kLingerPauseNs, std::memory_order_relaxed);

@@ -54,10 +54,10 @@ inline void parallel_for(int64_t n, double ns_per_item, Body&& body) {
 // waking a sleeping worker for each (a wake-up took longer than the
 // operation, and the loop then ran on one thread). The destructor withdraws
 // the offer and returns once no helper is inside `work`; after it no thread
-// runs `work`, so `work` may refer to the caller's stack. A lingering helper leaves as soon as another task is
-// spawned, and when it finds itself on the CPU of the thread it helps or
-// descheduled (other processes want the cores: it then stops lingering for
-// 200 ms).
+// runs `work`, so `work` may refer to the caller's stack. A lingering helper
+// leaves as soon as another task is spawned, and when it was descheduled
+// (other processes want the cores: lingering then stops for 200 ms); on the
+// CPU of the thread it helps it moves to another CPU, or leaves.
 class HelperOffer {
  public:
   HelperOffer(int64_t helpers, std::function<void()> work);
