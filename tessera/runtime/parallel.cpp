@@ -150,9 +150,11 @@ void linger_for_offers() {
     }
     if (i % 64 == 0) {
       if (tasks_spawned() != spawned) break;
-      if (sched_getcpu() == g_offer_cpu.load(std::memory_order_relaxed) &&
-          !move_off_cpu(sched_getcpu())) {
-        break;
+      const int cpu = sched_getcpu();
+      if (cpu == g_offer_cpu.load(std::memory_order_relaxed)) {
+        if (!move_off_cpu(cpu)) break;
+        now = steady_ns();  // the move's own wait is not a sign of other processes
+        continue;
       }
       const int64_t t = steady_ns();
       if (t - now > kDescheduledNs) {
