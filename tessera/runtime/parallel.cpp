@@ -55,7 +55,8 @@ struct OfferSlot {
   std::function<void()> work;      // written only while no offer is open
 };
 constexpr int kOfferSlots = 8;  // a power of two (the posted word's low bits)
-OfferSlot g_offer_slots[kOfferSlots];
+// Never destroyed: a worker may still be lingering while the process exits.
+OfferSlot* const g_offer_slots = new OfferSlot[kOfferSlots];
 std::atomic<uint64_t> g_offer_posted{0};  // gen * kOfferSlots + slot; 0: none
 std::atomic<uint64_t> g_offer_next_gen{1};
 std::atomic<int64_t> g_lingering{0};
@@ -192,7 +193,12 @@ HelperOffer::HelperOffer(int64_t helpers, std::function<void()> work) {
     }
     if (slot_ >= 0) {
       OfferSlot& slot = g_offer_slots[slot_];
-      slot.work = work;
+      try {
+        slot.work = work;
+      } catch (...) {
+        slot.busy.store(false, std::memory_order_release);
+        throw;
+      }
       slot.wanted.store(helpers);
       const uint64_t gen = g_offer_next_gen.fetch_add(1);
       slot.gen.store(gen);
@@ -203,20 +209,28 @@ HelperOffer::HelperOffer(int64_t helpers, std::function<void()> work) {
   if (helpers <= 0) return;
   // Spawned helpers check in the same way, so that after the destructor no
   // thread runs `work`, however late its task started.
-  ticket_ = std::make_shared<HelperTicket>();
-  for (int64_t h = 0; h < helpers; ++h) {
-    spawn([work, ticket = ticket_] {  // lingers afterwards (linger_after_task)
-      ticket->holders.fetch_add(1);
-      if (!ticket->closed.load()) work();
-      ticket->holders.fetch_sub(1, std::memory_order_release);
-    });
+  try {
+    ticket_ = std::make_shared<HelperTicket>();
+    for (int64_t h = 0; h < helpers; ++h) {
+      spawn([work, ticket = ticket_] {  // lingers afterwards (linger_after_task)
+        ticket->holders.fetch_add(1);
+        if (!ticket->closed.load()) work();
+        ticket->holders.fetch_sub(1, std::memory_order_release);
+      });
+    }
+  } catch (...) {
+    withdraw();  // no destructor runs for a constructor that throws
+    throw;
   }
 }
 
-HelperOffer::~HelperOffer() {
+HelperOffer::~HelperOffer() { withdraw(); }
+
+void HelperOffer::withdraw() {
   if (ticket_) {
     ticket_->closed.store(true);
     while (ticket_->holders.load() > 0) cpu_relax();
+    ticket_.reset();
   }
   if (slot_ < 0) return;
   OfferSlot& slot = g_offer_slots[slot_];
@@ -227,6 +241,7 @@ HelperOffer::~HelperOffer() {
   while (slot.holders.load() > 0) cpu_relax();
   slot.work = nullptr;
   slot.busy.store(false, std::memory_order_release);
+  slot_ = -1;
 }
 
 bool take_tiled_flag() {

@@ -66,6 +66,7 @@ class HelperOffer {
   HelperOffer& operator=(const HelperOffer&) = delete;
 
  private:
+  void withdraw();
   int slot_ = -1;
   struct HelperTicket {
     std::atomic<bool> closed{false};
