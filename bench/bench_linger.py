@@ -31,6 +31,7 @@ sys.path.insert(0, _HERE)
 
 import numpy as np  # noqa: E402
 
+import tessera  # noqa: E402
 from bench_numpy_kernels import gram_schmidt, power_iteration  # noqa: E402  (the suite's own)
 from machine import machine_line  # noqa: E402
 
@@ -62,8 +63,6 @@ def kernels():
 
 
 def child(calls: int, pause: float, with_numpy: bool) -> None:
-    import tessera  # noqa: PLC0415
-
     out = {"linger_us": tessera._core.helper_linger_us(), "kernels": {}}
     for name, (fn, args) in kernels().items():
         jf = tessera.jit(fn)

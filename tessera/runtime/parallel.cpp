@@ -173,7 +173,9 @@ void linger_for_offers() {
 }  // namespace
 
 void linger_after_task() {
-  if (tasks_outstanding() == 0) linger_for_offers();
+  if (linger_ns_flag().load(std::memory_order_relaxed) > 0 && tasks_outstanding() == 0) {
+    linger_for_offers();
+  }
 }
 
 int64_t helper_linger_ns() { return linger_ns_flag().load(std::memory_order_relaxed); }

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tessera
+from tessera import nn
 
 RNG = np.random.default_rng(7)
 
@@ -109,8 +110,6 @@ def test_they_live_as_long_as_the_result():
 
 
 def test_multi_head_attention_fit_keeps_nothing_after_the_step():
-    from tessera import nn
-
     inp = nn.Input((20, 8))
     x = nn.layers.MultiHeadAttention(2, 4)(inp, inp)
     model = nn.Model(inp, nn.layers.GlobalAveragePooling1D()(x))
