@@ -404,6 +404,14 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     return true;
   }
   if (auto* c = dynamic_cast<const CallNode*>(n)) return compile_call(*c, out);
+  if (auto* l = dynamic_cast<const ListNode*>(n); l && l->tuple_ && !l->as_array_) {
+    // (a, b): its items in registers of their own (lower_tuples).
+    out.op = Op::MakeTuple;
+    out.kids.resize(l->items_.size());
+    for (size_t i = 0; i < l->items_.size(); ++i)
+      if (!compile(l->items_[i].get(), out.kids[i])) return false;
+    return true;
+  }
   // lambdas, lists, dicts, for_each, parallel blocks
   if (debug())
     std::fprintf(stderr, "[fast loops] %s: '%s' is outside the subset\n", n->loc().str().c_str(),
@@ -1436,6 +1444,10 @@ void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
     if (!st.assigned[r] || vars[r].depth < 0) continue;
     frame->up(vars[r].depth)->set(vars[r].slot, to_value(st.regs[r], st));
   }
+  for (const TupleVar& t : frame_tuples) {
+    if (!st.assigned[t.items[0]]) continue;  // the items are assigned together
+    frame->up(vars[t.reg].depth)->set(vars[t.reg].slot, tuple_value(t, st));
+  }
 }
 
 const NativeCode* FastLoop::Impl::native_for(const State& st) const {
@@ -1534,8 +1546,9 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& 
   auto impl = std::make_unique<Impl>();
   impl->frame = &frame;
   impl->value_unused = loop.value_unused_;
+  impl->where = loop.loc().str();
   if (!impl->compile(loop.cond_.get(), impl->cond) ||
-      !impl->compile(loop.body_.get(), impl->body)) {
+      !impl->compile(loop.body_.get(), impl->body) || !impl->lower_tuples()) {
     return nullptr;
   }
   impl->frame = nullptr;
@@ -1560,7 +1573,6 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& 
   }
   Impl::link(impl->cond);
   Impl::link(impl->body);
-  impl->where = loop.loc().str();
   std::function<bool(const Impl::FNode&)> has_loop = [&](const Impl::FNode& n) {
     if (n.op == Op::While) return true;
     for (const auto& k : n.kids)
@@ -1618,6 +1630,16 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       }
       if (pending.error()) return false;
       v = pending.get();
+    }
+    if (!im.frame_tuple_of.empty() && im.frame_tuple_of[r] >= 0) {
+      // A tuple variable: its items into their registers.
+      if (!im.load_tuple(im.frame_tuples[im.frame_tuple_of[r]], v, st)) {
+        if (debug())
+          std::fprintf(stderr, "[fast loops] %s: '%s' is not the tuple the loop was compiled for\n",
+                       im.where.c_str(), r < im.names.size() ? im.names[r].c_str() : "?");
+        return false;
+      }
+      continue;
     }
     try {
       st.regs[r] = Impl::to_reg(v, st);

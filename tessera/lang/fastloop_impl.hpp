@@ -131,7 +131,10 @@ enum class Op : uint8_t {
   // A branch of an `if` outside the subset (a raise, a call of a function
   // with an early return): taking it leaves the loop to the general
   // evaluation, which redoes the turns since the last checkpoint.
-  Bail
+  Bail,
+  // A tuple display `(a, b)`: only while compiling; lower_tuples replaces
+  // every one by registers of its items (fastloop_tuples.cpp).
+  MakeTuple
 };
 
 // Binary operations computed inline for two ints or two floats.
@@ -200,6 +203,9 @@ struct FastLoop::Impl {
   struct VarRef {
     int depth;
     size_t slot;
+    // An item of a tuple variable or a tuple display's temporary
+    // (fastloop_tuples.cpp): never read from or written to a frame itself.
+    bool tuple_item = false;
   };
   // A call of a jit function compiled inline (its body's operations in the
   // loop's, its locals in registers of their own): the loop runs so only
@@ -287,8 +293,27 @@ struct FastLoop::Impl {
     uint64_t stream_at_checkpoint = 0;
   };
 
+  // Variables of the loop's frames that hold tuples of fixed length: one
+  // register per item (fastloop_tuples.cpp), read from the frame's tuple at
+  // the start of a run and written back as a tuple.
+  struct TupleVar {
+    int reg;
+    std::vector<int> items;
+  };
+  std::vector<TupleVar> frame_tuples;
+  std::vector<int> frame_tuple_of;  // by register: index into frame_tuples, or -1
+
   // ---- compilation
   bool compile(const Node* n, FNode& out);
+  // Replaces the tuples in `cond` and `body` (displays, variables holding
+  // them, unpacking, constant indexing, calls returning them) by registers
+  // of their items; false (said under TESSERA_FAST_LOOPS=debug) when a tuple
+  // is used whole (given to a primitive, compared, indexed by a variable).
+  bool lower_tuples();
+  // The items of frame tuple `t` from the frame's value `v` (false: not a
+  // tuple of that many numbers or arrays) and back.
+  bool load_tuple(const TupleVar& t, const Value& v, State& st) const;
+  Value tuple_value(const TupleVar& t, const State& st) const;
   // A branch of an `if`: compiled, or else an Op::Bail (always true).
   bool compile_branch(const Node* n, FNode& out);
   // A call of a jit function, inline (see Inlined); false when it is not
