@@ -1461,15 +1461,48 @@ struct Gen {
       llvm::BasicBlock* nx = llvm::BasicBlock::Create(ctx, "logged_old", fn);
       b.CreateCondBr(fresh_of(r), nx, lg);
       b.SetInsertPoint(lg);
-      log_write(p, it, size);
+      log_or_snapshot(r, p, it, size);
       b.CreateBr(nx);
       b.SetInsertPoint(nx);
     } else {
-      log_write(p, it, size);
+      log_or_snapshot(r, p, it, size);
     }
     b.CreateStore(x, p);
     count(n.counter);
     return CV{Reg::Arr, nullptr, nullptr, r};
+  }
+
+  // An element write of array register `r` that no check before the loop
+  // covers (an insertion sort's `a[j + 1] = a[j]` under `while j >= 0`):
+  // its old bytes to the log, until the call's log holds as many bytes as
+  // the array; then the whole array is copied to the log once
+  // (snapshot_once) and its later writes in this call are not logged.
+  // Millions of shifts within a few thousand elements cost one copy, not a
+  // log of tens of megabytes; an array written a few times is never copied.
+  void log_or_snapshot(int r, llvm::Value* p, llvm::Type* it, unsigned size) {
+    llvm::Value*& flag = snapped[r];
+    if (!flag) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      flag = e.CreateAlloca(i1);
+      e.CreateStore(e.getFalse(), flag);
+    }
+    llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx, "log_or_copy", fn);
+    llvm::BasicBlock* whole = llvm::BasicBlock::Create(ctx, "copy_instead", fn);
+    llvm::BasicBlock* one = llvm::BasicBlock::Create(ctx, "log_one", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "write_logged", fn);
+    b.CreateCondBr(b.CreateLoad(i1, flag), done, check);
+    b.SetInsertPoint(check);
+    llvm::Value* bytes = b.getInt64(size);
+    for (int d = 0; d < atype[r].nd; ++d) bytes = b.CreateMul(bytes, ashape(r, static_cast<size_t>(d)));
+    llvm::Value* logged = b.CreateShl(b.CreateLoad(i64, undo_n), 4);  // 16 bytes an entry
+    b.CreateCondBr(b.CreateICmpSGE(logged, bytes), whole, one, unlikely());
+    b.SetInsertPoint(whole);
+    snapshot_once(r);
+    b.CreateBr(done);
+    b.SetInsertPoint(one);
+    log_write(p, it, size);
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
   }
 
   // The old bytes of the element at `p` to the log.
