@@ -57,7 +57,7 @@ from published_kernels import (  # noqa: E402 - bench/, on the path above
     lu_decompose, insertion_sort, bubble_sort, sieve, life_roll,
     random_walk_2d, black_scholes, black_scholes_erf, rk4_oscillator, sor_poisson,
     knn_predict, rolling_std, count_prime_factors, matrix_chain_order, spectral_norm,
-    nbody_game, digitize_histogram, _check_walk_2d, _options, _bodies,
+    nbody_game, select_to_list, digitize_histogram, _check_walk_2d, _options, _bodies,
     _knn_data)
 
 # ---------------------------------------------------------------- stencils and diffusion
@@ -1068,6 +1068,10 @@ KERNELS = [
            nbody_game,
            lambda q: (*_bodies()[:2], _bodies()[2], _pick(q, 20, 20_000), 0.01),
            kind="loop", rtol=1e-9),
+    Kernel("select_to_list", "published",
+           select_to_list,
+           lambda q: (_rng().random(_pick(q, 1000, 200_000)), 0.5),
+           kind="loop"),
     Kernel("digitize_histogram", "published",
            digitize_histogram,
            lambda q: (_rng().normal(size=_pick(q, 1000, 2_000_000)), np.linspace(-3, 3, 41)),

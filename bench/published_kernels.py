@@ -265,6 +265,15 @@ def nbody_game(positions, velocities, masses, steps, dt):
     return e
 
 
+def select_to_list(x, threshold):
+    # The everyday idiom: a list built by append in a loop, then an array.
+    out = []
+    for i in range(len(x)):
+        if x[i] > threshold:
+            out.append(x[i] * 2.0)
+    return np.array(out)
+
+
 def digitize_histogram(x, edges):
     idx = np.digitize(x, edges)
     return np.bincount(idx, minlength=len(edges) + 1)

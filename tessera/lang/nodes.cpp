@@ -314,7 +314,25 @@ bool AssignNode::append_in_place(const FramePtr& frame, Future<Value>& result) c
   // extends it in place (a loop of appends is linear, not quadratic).
   auto* call = static_cast<const PrimitiveCallNode*>(value_.get());
   Value item;
-  if (!call->operands_[1]->eval_now(frame, item)) return false;
+  if (!call->operands_[1]->eval_now(frame, item)) {
+    // An item computed by an operation (xs.append(x[i] * 2.0)): evaluated
+    // here, once. Ready (the usual case): appended in place below. Not
+    // ready: the append computed when it is, on the list as it is then,
+    // assigned by the caller like any value still computing.
+    Future<Value> f = call->operands_[1]->eval(frame);
+    if (!f.is_ready() || f.error()) {
+      FramePtr keep = frame;
+      const PrimitiveCallNode* c = call;
+      result = f.then([keep, c](const Value& x) {
+        return c->operands_[0]->eval(keep).then([c, x](const Value& xs) {
+          std::vector<Value> vals{xs, x};
+          return c->compute(vals);
+        });
+      });
+      return false;
+    }
+    item = f.get();
+  }
   Frame* target = frame->up(depth_);
   std::vector<Value> vals(2);
   if (!target->take_now(slot_, vals[0])) return false;
@@ -334,13 +352,14 @@ bool AssignNode::append_in_place(const FramePtr& frame, Future<Value>& result) c
 Future<Value> AssignNode::eval_dataflow(const FramePtr& frame) const {
   Frame* target = frame->up(depth_);
   if (is_store_ && !target->defined(slot_)) return eval(frame);  // the error
-  if (Future<Value> r; append_in_place(frame, r)) return r;
+  Future<Value> f;
+  if (append_in_place(frame, f)) return f;
   Value now;
-  if (value_->eval_now(frame, now)) {
+  if (!f.valid() && value_->eval_now(frame, now)) {
     target->set(slot_, now);
     return Future<Value>::ready(std::move(now));
   }
-  Future<Value> f = value_->eval(frame);
+  if (!f.valid()) f = value_->eval(frame);
   if (f.is_ready()) {
     if (!f.error()) target->set(slot_, f.get());
     return f;
@@ -356,14 +375,15 @@ Future<Value> AssignNode::eval(const FramePtr& frame) const {
     return fail_with<std::invalid_argument>(
         loc(), error_message("[store] variable '", name_, "' is stored before it is defined"));
   }
-  if (Future<Value> r; append_in_place(frame, r)) return r;
+  Future<Value> value;
+  if (append_in_place(frame, value)) return value;
   Value now;
-  if (value_->eval_now(frame, now)) {
+  if (!value.valid() && value_->eval_now(frame, now)) {
     // A value at once (`store(i, i + 1)`): no future to make.
     target->set(slot_, now);
     return Future<Value>::ready(std::move(now));
   }
-  Future<Value> value = value_->eval(frame);
+  if (!value.valid()) value = value_->eval(frame);
   if (value.is_ready() && !value.error()) {
     // The usual case: assigned now, no continuation.
     target->set(slot_, value.get());

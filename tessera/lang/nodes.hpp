@@ -74,7 +74,9 @@ class AssignNode : public Node {
 
  private:
   // xs = append(xs, x) with the list moved out of xs (appended in place);
-  // false when this is not that pattern or the values are not there yet.
+  // false when this is not that pattern or the values are not there yet,
+  // with `result` set when the item was evaluated but is still computing
+  // (the append's future then, for the caller to assign as any value).
   bool append_in_place(const FramePtr& frame, Future<Value>& result) const;
   std::string name_;
   int depth_;

@@ -176,6 +176,45 @@ def fresh_copy(rows):
     return row, rows
 
 
+def append_computed(x, n):
+    out = []
+    for i in range(n):
+        if x[i] > 0.25:
+            out.append(x[i] * 2.0 - i)
+        else:
+            out.append(float(i))
+    return out
+
+
+def append_draws(n):
+    # Each item evaluated once: the list's draws are the stream's first n.
+    np.random.seed(7)
+    out = []
+    for i in range(n):
+        out.append(np.random.random() + i)
+    return out, np.random.random()
+
+
+def draw_array(n):
+    np.random.seed(7)
+    a = np.empty(n)
+    for i in range(n):
+        a[i] = np.random.random()
+    return a
+
+
+def test_append_of_computed_items(threads):
+    x = np.random.default_rng(2).random(400)
+    same_as_python(append_computed, x, 400)
+    with pytest.raises(IndexError):
+        tessera.jit(append_computed)(x, 401)
+    got, after = tessera.jit(append_draws)(300)
+    stream = tessera.jit(draw_array)(301)  # tessera's own stream (not NumPy's)
+    assert len(got) == 300
+    np.testing.assert_allclose(np.array(got) - np.arange(300), stream[:300], rtol=0, atol=1e-12)
+    assert after == stream[300]
+
+
 def test_changing_an_element_list_in_place_is_refused(threads):
     # Python changes the object the element came from; a program's lists are
     # values, so these are refused (UnsupportedError at the line), not computed
