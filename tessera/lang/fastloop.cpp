@@ -267,6 +267,18 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     out.reg = var_reg(a->depth(), a->slot());
     name_reg(out.reg, a->label().substr(a->label().find(' ') + 1));
     out.kids.resize(1);
+    if (auto* p = dynamic_cast<const PrimitiveCallNode*>(a->value());
+        p && !p->unfused_ && p->spec_->name == "append" && p->operands_.size() == 2 &&
+        p->slots_ == std::vector<int>{0, 1}) {
+      // xs = append(xs, v): in place on the list xs holds.
+      auto* xs = dynamic_cast<const VariableNode*>(p->operands_[0].get());
+      if (xs && xs->depth() == a->depth() && xs->slot() == a->slot()) {
+        out.op = Op::Append;
+        out.counter = static_cast<int>(counted.size());
+        counted.push_back(p);
+        return compile(p->operands_[1].get(), out.kids[0]);
+      }
+    }
     return compile(a->value(), out.kids[0]);
   }
   if (auto* b = dynamic_cast<const BlockNode*>(n)) {
@@ -386,12 +398,16 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
       return p->operands_.size() >= 3;
     }
     if (spec.name == "append") {
-      // xs = append(xs, x) appends in place on the general path (AssignNode);
-      // here the list would be copied at every turn.
+      // ys = append(xs, x) (another variable: a copy of the list each turn);
+      // xs = append(xs, x) is Op::Append (above).
       if (debug())
-        std::fprintf(stderr, "[fast loops] %s: list building stays general\n",
+        std::fprintf(stderr, "[fast loops] %s: an append to another variable stays general\n",
                      n->loc().str().c_str());
       return false;
+    }
+    if (spec.name == "list" && p->operands_.empty()) {
+      out.op = Op::NewList;  // list()
+      return true;
     }
     if (!pure_primitive(spec) && !writes_only(spec)) {
       if (debug())
@@ -404,6 +420,14 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     return true;
   }
   if (auto* c = dynamic_cast<const CallNode*>(n)) return compile_call(*c, out);
+  if (auto* l = dynamic_cast<const ListNode*>(n); l && !l->tuple_ && !l->as_array_) {
+    // [a, b]: a new list of the items' values.
+    out.op = Op::NewList;
+    out.kids.resize(l->items_.size());
+    for (size_t i = 0; i < l->items_.size(); ++i)
+      if (!compile(l->items_[i].get(), out.kids[i])) return false;
+    return true;
+  }
   if (auto* l = dynamic_cast<const ListNode*>(n); l && l->tuple_ && !l->as_array_) {
     // (a, b): its items in registers of their own (lower_tuples).
     out.op = Op::MakeTuple;
@@ -625,17 +649,27 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
     return r;
   }
   if (!v.is_array()) {
-    if (st.objects.size() >= kMaxArrays) throw BAIL;
-    st.objects.push_back(v);
     Reg r;
     r.k = Reg::Obj;
     r.i = 0;
-    r.a = static_cast<int32_t>(st.objects.size() - 1);
+    r.a = place_object(v, st);
     return r;
   }
   Reg r;
   if (scalar_reg(v.as_array(), r)) return r;
   return array_reg(v.as_array(), st);
+}
+
+int32_t FastLoop::Impl::place_object(Value v, State& st) {
+  if (!st.free_objects.empty()) {
+    const int32_t i = st.free_objects.back();
+    st.free_objects.pop_back();
+    st.objects[static_cast<size_t>(i)] = std::move(v);
+    return i;
+  }
+  if (st.objects.size() >= kMaxArrays) throw BAIL;
+  st.objects.push_back(std::move(v));
+  return static_cast<int32_t>(st.objects.size() - 1);
 }
 
 Reg FastLoop::Impl::to_reg(Value&& v, State& st) {
@@ -1014,6 +1048,46 @@ bool FastLoop::Impl::element_index(const FNode& n, const State& st, const Reg& x
   return true;
 }
 
+Reg FastLoop::Impl::new_list(const FNode& n, State& st) const {
+  List items;
+  items.reserve(n.kids.size());
+  for (const FNode& k : n.kids) {
+    Reg r = eval(k, st);
+    if (r.k == Reg::Undef) throw BAIL;
+    items.push_back(to_value(r, st));
+  }
+  Reg r;
+  r.k = Reg::Obj;
+  r.i = 0;
+  r.a = place_object(Value(std::move(items)), st);
+  ++st.made;  // a sweep between turns releases the lists let go of
+  return r;
+}
+
+Reg FastLoop::Impl::append(const FNode& n, State& st) const {
+  Reg v = eval(n.kids[0], st);
+  if (v.k == Reg::Undef || v.k == Reg::Obj) throw BAIL;  // lists of lists: the general path's
+  const Reg x = st.regs[n.reg];
+  if (x.k != Reg::Obj) throw BAIL;
+  Value& list = st.objects[static_cast<size_t>(x.a)];
+  if (!list.is_list() || list.is_tuple()) throw BAIL;
+  // Another register holding the same list would see the append (Python's
+  // aliasing): left to the general path.
+  for (size_t k = 0; k < st.regs.size(); ++k)
+    if (static_cast<int>(k) != n.reg && st.regs[k].k == Reg::Obj && st.regs[k].a == x.a) throw BAIL;
+  if (!list.unique_list()) {
+    // Held elsewhere too (the frame's variable, a checkpoint's copy of the
+    // object): a copy of its own, the one before kept for a roll-back.
+    Value copy{List(list.as_list())};
+    st.list_undo.push_back({x.a, -2, std::move(list)});
+    list = std::move(copy);
+  }
+  list.unique_list()->push_back(to_value(v, st));
+  st.list_undo.push_back({x.a, -1, Value()});
+  st.assigned[n.reg] = 1;
+  return x;
+}
+
 Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
   Reg v = eval(n.kids[0], st);
   if (!v.scalar()) throw BAIL;
@@ -1351,6 +1425,13 @@ Reg FastLoop::Impl::rest(const FNode& n, State& st) const {
     }
     case Op::Call:
       return call(n, st);
+    case Op::NewList:
+      return new_list(n, st);
+    case Op::Append: {
+      Reg r = append(n, st);
+      ++st.counts[n.counter];
+      return r;
+    }
     case Op::Uniform: {
       // random_uniform's value for element 0 of the draw, low 0 and high 1
       // (creation.cpp, kernels::uniform_fill_range): a 0-d float64 array.
@@ -1390,6 +1471,15 @@ Reg FastLoop::Impl::logic(const FNode& n, State& st) const {
 }
 
 void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
+  for (auto it = st.list_undo.rbegin(); it != st.list_undo.rend(); ++it) {
+    Value& list = st.objects[static_cast<size_t>(it->obj)];
+    if (it->index == -2) {
+      list = std::move(it->old);
+    } else if (List* items = list.unique_list()) {
+      items->pop_back();
+    }
+  }
+  st.list_undo.clear();
   for (auto it = st.undo.rbegin(); it != st.undo.rend(); ++it) {
     if (it->arr < 0) {
       auto& [target, before] = st.snapshots[static_cast<size_t>(it->offset)];
@@ -1406,6 +1496,7 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
   st.counts = st.saved_counts;
   // The arrays made since the checkpoint are released by the next sweep.
   st.objects.resize(objects_before);
+  std::erase_if(st.free_objects, [&](int32_t i) { return static_cast<size_t>(i) >= objects_before; });
   std::erase_if(st.constant_objects,
                 [&](const auto& e) { return static_cast<size_t>(e.second) >= objects_before; });
   st.flow = State::Flow::normal;
@@ -1432,6 +1523,24 @@ void FastLoop::Impl::sweep(State& st) {
     ArrEntry& e = st.arrays[i];
     if (marks[i] || e.released || e.written == st.epoch) continue;
     release(st, static_cast<int32_t>(i));
+  }
+  // Lists made in the loop (and other objects) no register, checkpoint,
+  // loop value, constant or logged list change refers to.
+  if (st.objects.size() < 64) return;
+  marks.assign(st.objects.size(), 0);
+  auto mark_obj = [&](const Reg& r) {
+    if (r.k == Reg::Obj && static_cast<size_t>(r.a) < marks.size()) marks[static_cast<size_t>(r.a)] = 1;
+  };
+  for (const Reg& r : st.regs) mark_obj(r);
+  for (const Reg& r : st.saved) mark_obj(r);
+  for (const Reg* r : st.roots) mark_obj(*r);
+  for (const auto& c : st.constant_objects) marks[static_cast<size_t>(c.second)] = 1;
+  for (const auto& u : st.list_undo) marks[static_cast<size_t>(u.obj)] = 1;
+  for (int32_t i : st.free_objects) marks[static_cast<size_t>(i)] = 1;  // already free
+  for (size_t i = 0; i < st.objects.size(); ++i) {
+    if (marks[i]) continue;
+    st.objects[i] = Value();
+    st.free_objects.push_back(static_cast<int32_t>(i));
   }
 }
 
@@ -1663,6 +1772,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     st.saved_counts = st.counts;
     saved_last = last;
     st.undo.clear();
+    st.list_undo.clear();
     st.snapshots.clear();
     st.snapshot_elements = 0;
     st.draws = 0;

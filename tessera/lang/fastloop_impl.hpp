@@ -134,7 +134,12 @@ enum class Op : uint8_t {
   Bail,
   // A tuple display `(a, b)`: only while compiling; lower_tuples replaces
   // every one by registers of its items (fastloop_tuples.cpp).
-  MakeTuple
+  MakeTuple,
+  // `[]`, `[a, b]`, `list()`: a new list, held as an object.
+  NewList,
+  // xs = append(xs, v) (`xs.append(v)`): v appended to the list in `reg`
+  // in place (a shared list copied first), logged for a roll-back.
+  Append
 };
 
 // Binary operations computed inline for two ints or two floats.
@@ -267,6 +272,16 @@ struct FastLoop::Impl {
     int64_t made = 0;    // arrays made since the last sweep
     uint32_t epoch = 1;  // the checkpoint's number
     std::vector<Value> objects;
+    std::vector<int32_t> free_objects;  // released slots of `objects` (sweep)
+    // Changes to lists held in `objects` since the checkpoint, undone
+    // newest first by a roll-back: an append (`index` -1) or the list a
+    // shared one was copied from (`index` -2, `old` the list before).
+    struct ListUndo {
+      int32_t obj;
+      int64_t index;
+      Value old;
+    };
+    std::vector<ListUndo> list_undo;
     // Constants other than numbers (a slice `:`, a string) in `objects`,
     // placed on their first evaluation: the index by constant node. A
     // rollback drops the entries placed since its checkpoint.
@@ -412,6 +427,10 @@ struct FastLoop::Impl {
   static bool element_index(const FNode& n, const State& st, const Reg& x);
   __attribute__((noinline)) Reg astype(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg call(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg new_list(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg append(const FNode& n, State& st) const;
+  // A slot of st.objects for `v` (a released one, else a new one).
+  static int32_t place_object(Value v, State& st);
   // The primitive of `n` on `vals` by the general code (compute()), after a
   // snapshot of what it writes into for one that writes.
   __attribute__((noinline)) Reg call_values(const FNode& n, std::vector<Value>& vals,
