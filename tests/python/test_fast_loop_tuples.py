@@ -145,7 +145,20 @@ def late_index_error(x, n):
     return p
 
 
+def prange_pairs(x, y):
+    # Each chunk's turns with their own item registers; the tuple after the
+    # loop is the last turn's.
+    out = np.empty(len(x))
+    p = (0.0, 0.0)
+    for i in tessera.prange(len(x)):
+        p = (x[i], y[i])
+        a, b = p
+        out[i] = a * b + p[1]
+    return out, p
+
+
 CASES = [(rk4, (1.0, 0.0, 2.0, 0.1, 0.01, 500)),
+         (prange_pairs, (np.arange(20000.0), np.linspace(0.0, 1.0, 20000))),
          (fib_pair, (80,)),
          (carried_argument, ((1.0, 2.0, 3), 50)),
          (unpack_points, (np.linspace(-2, 3, 97), np.cos(np.arange(97.0)))),
@@ -161,7 +174,7 @@ CASES = [(rk4, (1.0, 0.0, 2.0, 0.1, 0.01, 500)),
 
 # The loops that must run as native code (the others take the paths a tuple
 # used whole takes, or raise).
-NATIVE = ("rk4", "fib_pair", "carried_argument", "unpack_points", "int_helper")
+NATIVE = ("rk4", "prange_pairs", "fib_pair", "carried_argument", "unpack_points", "int_helper")
 
 
 @pytest.fixture(params=[1, 2], ids=["1t", "2t"])
