@@ -313,29 +313,39 @@ bool AssignNode::append_in_place(const FramePtr& frame, Future<Value>& result) c
   // moved out of the variable, so that append holds the only reference and
   // extends it in place (a loop of appends is linear, not quadratic).
   auto* call = static_cast<const PrimitiveCallNode*>(value_.get());
+  // The append by the primitive on the list as the variable holds it, once
+  // `item` is ready: assigned by the caller like any value still computing
+  // (the item is evaluated once either way).
+  auto by_copy = [&](const Future<Value>& item) {
+    FramePtr keep = frame;
+    const PrimitiveCallNode* c = call;
+    result = item.then([keep, c](const Value& x) {
+      return c->operands_[0]->eval(keep).then([c, x](const Value& xs) -> Future<Value> {
+        std::vector<Value> vals{xs, x};
+        try {
+          return Future<Value>::ready(c->compute(vals));
+        } catch (...) {
+          return fail_at(c->loc(), std::current_exception());
+        }
+      });
+    });
+    return false;
+  };
   Value item;
+  bool evaluated = false;  // item computed here (not re-evaluable by the caller)
   if (!call->operands_[1]->eval_now(frame, item)) {
     // An item computed by an operation (xs.append(x[i] * 2.0)): evaluated
-    // here, once. Ready (the usual case): appended in place below. Not
-    // ready: the append computed when it is, on the list as it is then,
-    // assigned by the caller like any value still computing.
+    // here, once. Ready (the usual case): appended in place below.
     Future<Value> f = call->operands_[1]->eval(frame);
-    if (!f.is_ready() || f.error()) {
-      FramePtr keep = frame;
-      const PrimitiveCallNode* c = call;
-      result = f.then([keep, c](const Value& x) {
-        return c->operands_[0]->eval(keep).then([c, x](const Value& xs) {
-          std::vector<Value> vals{xs, x};
-          return c->compute(vals);
-        });
-      });
-      return false;
-    }
+    if (!f.is_ready() || f.error()) return by_copy(f);
     item = f.get();
+    evaluated = true;
   }
   Frame* target = frame->up(depth_);
   std::vector<Value> vals(2);
-  if (!target->take_now(slot_, vals[0])) return false;
+  if (!target->take_now(slot_, vals[0])) {
+    return evaluated ? by_copy(Future<Value>::ready(item)) : false;
+  }
   vals[1] = item;
   try {
     Value r = call->compute(vals);
