@@ -171,3 +171,23 @@ def run_script(template: str, **env):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     return r.stdout, r.stderr
+
+
+def cases_script(module: str, cases: str = "t.CASES") -> str:
+    """A run_script template printing, at 1 and 2 threads, each case's result
+    (or exception) and its arguments afterwards: ``cases`` is a list of
+    (function, args) pairs of the test module ``module`` (imported as t)."""
+    return f"""
+import copy, sys, numpy as np, tessera, warnings
+warnings.simplefilter("ignore")
+sys.path.insert(0, {{here!r}})
+import {module} as t
+for threads in (1, 2):
+    for f, args in {cases}:
+        a = copy.deepcopy(args)
+        g = tessera.jit(f, threads=threads)
+        try:
+            print(f.__name__, repr(g(*a)), repr(a))
+        except Exception as e:
+            print(f.__name__, type(e).__name__, str(e), repr(a))
+"""

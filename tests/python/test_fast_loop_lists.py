@@ -6,20 +6,17 @@ changed in place, errors — are Python's, and the same on the fast path and
 the general evaluation (TESSERA_FAST_LOOPS=0), at 1 and 2 threads; the debug
 log must show the list loops ran on the fast path."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
-from jit_check import check, run_script
+from jit_check import cases_script, check, run_script
 
 import tessera
-from tessera import _core
 
-
-@pytest.fixture(params=[1, 2], ids=["1t", "2t"])
-def threads(request):
-    before = _core.num_threads()
-    _core.set_num_threads(request.param)
-    yield request.param
-    _core.set_num_threads(before)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
+from published_kernels import count_prime_factors, select_to_list  # noqa: E402 - bench/
 
 
 def select(x, threshold):
@@ -40,26 +37,6 @@ def mixed_items(n):
         else:
             out.append(i > 4)
     return out
-
-
-def prime_factors(n):
-    factors = []
-    d = 2
-    while d * d <= n:
-        while n % d == 0:
-            factors.append(d)
-            n //= d
-        d += 1
-    if n > 1:
-        factors.append(n)
-    return factors
-
-
-def count_factors(N):
-    counts = np.zeros(N, dtype=np.int64)
-    for n in range(2, N):
-        counts[n] = len(prime_factors(n))
-    return counts
 
 
 def appends_to_argument(xs, n):
@@ -108,7 +85,8 @@ def nested_lists(n):
 
 CASES = [(select, (np.random.default_rng(1).random(3000), 0.5)),
          (mixed_items, (50,)),
-         (count_factors, (400,)),
+         (count_prime_factors, (400,)),
+         (select_to_list, (np.random.default_rng(2).random(2000), 0.3)),
          (appends_to_argument, ([1, 2, 3], 40)),
          (list_per_turn, (np.linspace(0.0, 2.0, 500),)),
          (append_then_index_error, (np.arange(10.0), 11)),
@@ -152,20 +130,7 @@ def test_many_lists_made_and_let_go():
     assert "rolled back" not in log, log
 
 
-_SCRIPT = """
-import copy, sys, numpy as np, tessera, warnings
-warnings.simplefilter("ignore")
-sys.path.insert(0, {here!r})
-import test_fast_loop_lists as t
-for threads in (1, 2):
-    for f, args in t.CASES + t.EXTRA:
-        a = copy.deepcopy(args)
-        g = tessera.jit(f, threads=threads)
-        try:
-            print(f.__name__, repr(g(*a)), repr(a))
-        except Exception as e:
-            print(f.__name__, type(e).__name__, str(e), repr(a))
-"""
+_SCRIPT = cases_script("test_fast_loop_lists", "t.CASES + t.EXTRA")
 
 
 def test_fast_path_and_general_print_the_same():
@@ -176,6 +141,7 @@ def test_fast_path_and_general_print_the_same():
     # The list loops ran on the fast path (the interpreter or native code),
     # not refused at compilation.
     assert "stays general" not in log, log
-    for f in (select, count_factors, list_per_turn):
+    for f in (select, count_prime_factors, select_to_list, list_per_turn):
         line = f.__code__.co_firstlineno
-        assert any(f"test_fast_loop_lists.py:{k}: " in log for k in range(line, line + 8)), (f, log)
+        where = os.path.basename(f.__code__.co_filename)
+        assert any(f"{where}:{k}: " in log for k in range(line, line + 8)), (f, log)

@@ -8,32 +8,17 @@ general evaluation (TESSERA_FAST_LOOPS=0), at 1 and 2 threads; the debug log
 must show that the tuple loops were compiled (the tests cannot pass by never
 running native code)."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
-from jit_check import check, run_script
+from jit_check import cases_script, check, run_script
 
 import tessera
-from tessera import _core
 
-
-def rk4(y0, v0, omega, gamma, dt, steps):
-    def f(t, state):
-        y, v = state
-        return (v, -omega ** 2 * y - gamma * v)
-
-    t = 0.0
-    state = (y0, v0)
-    ys = np.empty(steps)
-    for n in range(steps):
-        k1 = f(t, state)
-        k2 = f(t + dt / 2, (state[0] + dt / 2 * k1[0], state[1] + dt / 2 * k1[1]))
-        k3 = f(t + dt / 2, (state[0] + dt / 2 * k2[0], state[1] + dt / 2 * k2[1]))
-        k4 = f(t + dt, (state[0] + dt * k3[0], state[1] + dt * k3[1]))
-        state = (state[0] + dt / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0]),
-                 state[1] + dt / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1]))
-        t += dt
-        ys[n] = state[0]
-    return ys, state, t
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
+from published_kernels import rk4_oscillator  # noqa: E402 - bench/, on the path above
 
 
 def fib_pair(n):
@@ -157,7 +142,7 @@ def prange_pairs(x, y):
     return out, p
 
 
-CASES = [(rk4, (1.0, 0.0, 2.0, 0.1, 0.01, 500)),
+CASES = [(rk4_oscillator, (1.0, 0.0, 2.0, 0.1, 0.01, 500)),
          (prange_pairs, (np.arange(20000.0), np.linspace(0.0, 1.0, 20000))),
          (fib_pair, (80,)),
          (carried_argument, ((1.0, 2.0, 3), 50)),
@@ -174,15 +159,7 @@ CASES = [(rk4, (1.0, 0.0, 2.0, 0.1, 0.01, 500)),
 
 # The loops that must run as native code (the others take the paths a tuple
 # used whole takes, or raise).
-NATIVE = ("rk4", "prange_pairs", "fib_pair", "carried_argument", "unpack_points", "int_helper")
-
-
-@pytest.fixture(params=[1, 2], ids=["1t", "2t"])
-def threads(request):
-    before = _core.num_threads()
-    _core.set_num_threads(request.param)
-    yield request.param
-    _core.set_num_threads(before)
+NATIVE = ("rk4_oscillator", "prange_pairs", "fib_pair", "carried_argument", "unpack_points", "int_helper")
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -204,30 +181,16 @@ def test_the_step_is_not_built_as_a_tuple_each_turn():
     # (tens of us); registers take well under a second for the whole run.
     import time
 
-    g = tessera.jit(rk4)
+    g = tessera.jit(rk4_oscillator)
     g(1.0, 0.0, 2.0, 0.1, 0.01, 10)
     t0 = time.perf_counter()
-    ys, state, _ = g(1.0, 0.0, 2.0, 0.1, 0.01, 20000)
+    ys = g(1.0, 0.0, 2.0, 0.1, 0.01, 20000)
     elapsed = time.perf_counter() - t0
-    want = rk4(1.0, 0.0, 2.0, 0.1, 0.01, 20000)
-    np.testing.assert_allclose(ys, want[0], rtol=1e-12)
+    np.testing.assert_allclose(ys, rk4_oscillator(1.0, 0.0, 2.0, 0.1, 0.01, 20000), rtol=1e-12)
     assert elapsed < 5.0  # a hang guard only: speed is measured in bench/
 
 
-_SCRIPT = """
-import copy, sys, numpy as np, tessera, warnings
-warnings.simplefilter("ignore")
-sys.path.insert(0, {here!r})
-import test_fast_loop_tuples as t
-for threads in (1, 2):
-    for f, args in t.CASES:
-        a = copy.deepcopy(args)
-        g = tessera.jit(f, threads=threads)
-        try:
-            print(f.__name__, repr(g(*a)), repr(a))
-        except Exception as e:
-            print(f.__name__, type(e).__name__, str(e), repr(a))
-"""
+_SCRIPT = cases_script("test_fast_loop_tuples", "t.CASES")
 
 
 def test_native_interpreter_and_general_print_the_same():
@@ -237,11 +200,13 @@ def test_native_interpreter_and_general_print_the_same():
     assert native == interp
     assert native == general
     assert "IndexError" in native and "ValueError" in native
-    compiled = {line.split(":")[1] for line in log.splitlines()
+    compiled = {tuple(line.split(": ")[0].split()[-1].split(":")) for line in log.splitlines()
                 if "native code compiled" in line or "native code loaded" in line}
-    lines = {f.__name__: f.__code__.co_firstlineno for f, _ in CASES}
-    for name in NATIVE:
-        start = lines[name]
-        assert any(start <= int(x) < start + 25 for x in compiled), (name, log)
+    for f, _ in CASES:
+        if f.__name__ not in NATIVE:
+            continue
+        where = os.path.basename(f.__code__.co_filename)
+        start = f.__code__.co_firstlineno
+        assert any(w == where and start <= int(n) < start + 25 for w, n in compiled), (f, log)
     assert "is outside the subset" not in "".join(
         l for l in log.splitlines() if "'tuple'" in l), log

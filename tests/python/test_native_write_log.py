@@ -7,31 +7,17 @@ variable changing kind — must leave the arrays exactly as Python leaves
 them: the copy puts the array back as it was at the call's start and the
 interpreter redoes the turns since."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from jit_check import check, run_script
 
 import tessera
-from tessera import _core
 
-
-@pytest.fixture(params=[1, 2], ids=["1t", "2t"])
-def threads(request):
-    before = _core.num_threads()
-    _core.set_num_threads(request.param)
-    yield request.param
-    _core.set_num_threads(before)
-
-
-def insertion_sort(arr):
-    for i in range(1, len(arr)):
-        key = arr[i]
-        j = i - 1
-        while j >= 0 and arr[j] > key:
-            arr[j + 1] = arr[j]
-            j -= 1
-        arr[j + 1] = key
-    return arr
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
+from published_kernels import insertion_sort  # noqa: E402 - bench/, on the path above
 
 
 def shifts_then_index_error(arr, stop):
