@@ -476,6 +476,8 @@ def _call_custom(layer, inputs, args, kwargs):
         layer._out_shape = outs_[0] if single else outs_
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
+    for r in results:  # (a GAN's discriminator called on generated and real rows, concatenated)
+        follow_first_axis(r, flat[0])
     _record_first_call(layer, flat, results[0] if single else results)
     masks = _output_masks(layer, inputs, in_mask, len(results), KerasTensor)
     if all(m is None for m in masks):
