@@ -124,10 +124,6 @@ class TapeStepTrace:
 
     def tape_gradient(self, tape, target, sources):
         where = user_location()
-        if not isinstance(target, KerasTensor) or tuple(target.shape) != ():
-            what = getattr(target, "shape", type(target).__name__)
-            raise ValueError(f"[GradientTape.gradient] the target must be a scalar loss "
-                             f"computed in the step, got {what} (at {where})")
         single = not isinstance(sources, (list, tuple, dict))
         srcs = list(sources.values()) if isinstance(sources, dict) else \
             [sources] if single else list(sources)
@@ -139,6 +135,10 @@ class TapeStepTrace:
                     f"supported yet: a traced train_step differentiates its losses with respect "
                     f"to weights only (second-order gradients through a tape inside a tape are "
                     f"the missing piece) (at {where})")
+        if not isinstance(target, KerasTensor) or tuple(target.shape) != ():
+            what = getattr(target, "shape", type(target).__name__)
+            raise ValueError(f"[GradientTape.gradient] the target must be a scalar loss "
+                             f"computed in the step, got {what} (at {where})")
         keys = [self.key_of(s, "GradientTape.gradient") for s in srcs]
         reached = {id(l) for l in graph_layers([target])[0]}
         watched = tape._watched_keys(self)

@@ -1,0 +1,263 @@
+"""A train_step override that trains sub-models with tapes and optimizers of
+their own (keras-io's GAN form: a model with no call, a generator and a
+discriminator, an overridden compile(d_optimizer=, g_optimizer=, loss_fn=),
+Mean trackers in a `metrics` property), fit by tessera (nn/tape_steps.py)
+against Keras 3 on JAX running the same updates with its stateless API (JAX
+has no GradientTape): the same weights (set_weights), the same data and
+latent vectors (given as data), losses and final weights compared."""
+
+import numpy as np
+import pytest
+
+import tessera.data
+import tessera.nn as tn
+
+LATENT = 3
+
+
+def _discriminator(lib):
+    return lib.Sequential([lib.Input((4,)), lib.layers.Dense(5, activation="tanh"),
+                           lib.layers.Dense(1)], name="discriminator")
+
+
+def _generator(lib):
+    return lib.Sequential([lib.Input((LATENT,)), lib.layers.Dense(6, activation="relu"),
+                           lib.layers.Dense(4)], name="generator")
+
+
+class _GAN(tn.Model):
+    """The keras-io GAN step, its latent vectors read from the data."""
+
+    def __init__(self, discriminator, generator):
+        super().__init__()
+        self.discriminator = discriminator
+        self.generator = generator
+
+    def compile(self, d_optimizer, g_optimizer, loss_fn):
+        super().compile()
+        self.d_optimizer = d_optimizer
+        self.g_optimizer = g_optimizer
+        self.loss_fn = loss_fn
+        self.d_loss_metric = tn.metrics.Mean(name="d_loss")
+        self.g_loss_metric = tn.metrics.Mean(name="g_loss")
+
+    @property
+    def metrics(self):
+        return [self.d_loss_metric, self.g_loss_metric]
+
+    def train_step(self, data):
+        real, z1, z2 = data
+        n = tn.ops.shape(real)[0]
+        fake = self.generator(z1)
+        combined = tn.ops.concatenate([fake, real], axis=0)
+        labels = tn.ops.concatenate([tn.ops.ones((n, 1)), tn.ops.zeros((n, 1))], axis=0)
+        with tn.GradientTape() as tape:
+            d_loss = self.loss_fn(labels, self.discriminator(combined))
+        grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
+        self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+        with tn.GradientTape() as tape:
+            g_loss = self.loss_fn(tn.ops.zeros((n, 1)), self.discriminator(self.generator(z2)))
+        grads = tape.gradient(g_loss, self.generator.trainable_weights)
+        self.g_optimizer.apply_gradients(zip(grads, self.generator.trainable_weights))
+        self.d_loss_metric.update_state(d_loss)
+        self.g_loss_metric.update_state(g_loss)
+        return {"d_loss": self.d_loss_metric.result(), "g_loss": self.g_loss_metric.result(),
+                "last_g_loss": g_loss}
+
+
+def _data(n=24, seed=0):
+    rng = np.random.default_rng(seed)
+    real = rng.normal(1.0, 0.5, (n, 4)).astype("float32")
+    z1 = rng.normal(size=(n, LATENT)).astype("float32")
+    z2 = rng.normal(size=(n, LATENT)).astype("float32")
+    return real, z1, z2
+
+
+def _keras_steps(keras, dw, gw, batches, lr):
+    """Keras on JAX: the same two updates per batch, stateless; per batch
+    (d_loss, g_loss) and the final weights."""
+    import jax  # noqa: PLC0415 - Keras's backend, present with the oracle
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    d, g = _discriminator(keras), _generator(keras)
+    d.set_weights(dw)
+    g.set_weights(gw)
+    d_opt, g_opt = keras.optimizers.Adam(lr), keras.optimizers.Adam(lr)
+    d_opt.build(d.trainable_variables)
+    g_opt.build(g.trainable_variables)
+    loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)
+    dv = [v.value for v in d.trainable_variables]
+    gv = [v.value for v in g.trainable_variables]
+    dov = [v.value for v in d_opt.variables]
+    gov = [v.value for v in g_opt.variables]
+    losses = []
+    for real, z1, z2 in batches:
+        n = len(real)
+
+        def d_loss_fn(dv_):
+            fake, _ = g.stateless_call(gv, [], z1)
+            pred, _ = d.stateless_call(dv_, [], jnp.concatenate([fake, real], axis=0))
+            labels = jnp.concatenate([jnp.ones((n, 1)), jnp.zeros((n, 1))], axis=0)
+            return loss_fn(labels, pred)
+
+        d_loss, grads = jax.value_and_grad(d_loss_fn)(dv)
+        dv, dov = d_opt.stateless_apply(dov, grads, dv)
+
+        def g_loss_fn(gv_):
+            fake, _ = g.stateless_call(gv_, [], z2)
+            pred, _ = d.stateless_call(dv, [], fake)
+            return loss_fn(jnp.zeros((n, 1)), pred)
+
+        g_loss, grads = jax.value_and_grad(g_loss_fn)(gv)
+        gv, gov = g_opt.stateless_apply(gov, grads, gv)
+        losses.append((float(d_loss), float(g_loss)))
+    return losses, [np.asarray(v) for v in dv], [np.asarray(v) for v in gv]
+
+
+def _tessera_gan(dw, gw, lr):
+    d, g = _discriminator(tn), _generator(tn)
+    d.set_weights(dw)
+    g.set_weights(gw)
+    gan = _GAN(d, g)
+    gan.compile(d_optimizer=tn.optimizers.Adam(lr), g_optimizer=tn.optimizers.Adam(lr),
+                loss_fn=tn.losses.BinaryCrossentropy(from_logits=True))
+    return gan
+
+
+class _Batches(tn.callbacks.Callback):
+    def __init__(self):
+        super().__init__()
+        self.logs = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.logs.append(dict(logs))
+
+
+@pytest.mark.parametrize("lr", [0.01, 0.1])
+def test_gan_steps_as_keras(keras, lr):
+    real, z1, z2 = _data()
+    kd, kg = _discriminator(keras), _generator(keras)
+    dw, gw = [np.asarray(w) for w in kd.get_weights()], [np.asarray(w) for w in kg.get_weights()]
+    bs = 8
+    batches = [(real[i:i + bs], z1[i:i + bs], z2[i:i + bs]) for i in range(0, len(real), bs)]
+    k_losses, k_dw, k_gw = _keras_steps(keras, dw, gw, batches * 2, lr)  # 2 epochs
+    gan = _tessera_gan(dw, gw, lr)
+    ds = tessera.data.Dataset.from_tensor_slices((real, z1, z2)).batch(bs)
+    seen = _Batches()
+    history = gan.fit(ds, epochs=2, verbose=0, callbacks=[seen])
+    assert list(history.history) == ["d_loss", "g_loss", "last_g_loss"]
+    got = [(b["last_g_loss"]) for b in seen.logs]
+    np.testing.assert_allclose(got, [g for _, g in k_losses], rtol=2e-5, atol=1e-6)
+    # the trackers' means over each epoch (reset at its start, as Keras's fit does)
+    per = len(batches)
+    for e in range(2):
+        ks = k_losses[e * per:(e + 1) * per]
+        np.testing.assert_allclose(history.history["d_loss"][e], np.mean([d for d, _ in ks]),
+                                   rtol=2e-5)
+        np.testing.assert_allclose(history.history["g_loss"][e], np.mean([g for _, g in ks]),
+                                   rtol=2e-5)
+    for a, b in zip(gan.discriminator.get_weights(), k_dw):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    for a, b in zip(gan.generator.get_weights(), k_gw):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    # Keras's model.weights of the GAN: its sub-models' (discriminator first, as assigned)
+    names = [w.path for w in gan.weights]
+    assert names == [w.path for w in gan.discriminator.weights + gan.generator.weights]
+    assert gan.d_optimizer.iterations == gan.g_optimizer.iterations == 2 * per
+
+
+def test_second_update_sees_the_first():
+    """The generator's loss reads the discriminator as the first update left it
+    (as Keras's eager step does): recomputed here from the weights before and after."""
+    real, z1, z2 = _data(8)
+    d0, g0 = _discriminator(tn), _generator(tn)
+    dw, gw = d0.get_weights(), g0.get_weights()
+    gan = _tessera_gan(dw, gw, 0.5)
+    seen = _Batches()
+    gan.fit((real, z1, z2), batch_size=8, epochs=1, verbose=0, shuffle=False, callbacks=[seen])
+    d1 = _discriminator(tn)
+    d1.set_weights(gan.discriminator.get_weights())
+    bce = tn.losses.BinaryCrossentropy(from_logits=True)
+    zeros = np.zeros((8, 1), "float32")
+    after = float(bce(zeros, d1.predict(g0.predict(z2, verbose=0), verbose=0)))
+    before = float(bce(zeros, d0.predict(g0.predict(z2, verbose=0), verbose=0)))
+    assert abs(after - before) > 1e-3  # the update changed the discriminator's answer
+    np.testing.assert_allclose(seen.logs[0]["last_g_loss"], after, rtol=1e-5)
+
+
+class _OneTape(tn.Model):
+    """A step whose gradients or updates are wrong in the ways Keras reports."""
+
+    def __init__(self, how):
+        super().__init__()
+        self.discriminator, self.generator = _discriminator(tn), _generator(tn)
+        self.how = how
+
+    def compile(self, d_optimizer):
+        super().compile()
+        self.d_optimizer = d_optimizer
+
+    def train_step(self, data):
+        real, z1, z2 = data
+        watch = self.how != "unwatched"
+        with tn.GradientTape(watch_accessed_variables=watch) as tape:
+            loss = tn.ops.mean(self.discriminator(real))
+        weights = self.discriminator.trainable_weights
+        if self.how == "generator":  # weights the loss does not read: no gradients (None)
+            weights = self.generator.trainable_weights
+        grads = tape.gradient(loss, weights)
+        if self.how == "twice":
+            tape.gradient(loss, weights)
+        if self.how == "mismatch":
+            self.d_optimizer.apply(grads[:-1], weights)
+        else:
+            self.d_optimizer.apply_gradients(zip(grads, weights))
+        return {"loss": loss}
+
+
+@pytest.mark.parametrize("how, error, match", [
+    ("generator", ValueError, "No gradients provided for any variable"),
+    ("unwatched", ValueError, "No gradients provided for any variable"),
+    ("twice", RuntimeError, "A non-persistent GradientTape can only be used to compute one "
+                            "set of gradients"),
+    ("mismatch", ValueError, r"\[Optimizer.apply\] 3 gradients for 4 weights"),
+])
+def test_gradient_errors_as_keras(keras, how, error, match):
+    """Keras (TensorFlow's tape) gives None for a weight the loss does not read or the tape
+    does not watch, and its optimizer refuses an update with no gradient at all; a
+    non-persistent tape gives one set of gradients; tessera refuses mismatched lists (Keras's
+    zip would drop the extra weights silently)."""
+    real, z1, z2 = _data(8)
+    model = _OneTape(how)
+    model.compile(tn.optimizers.Adam())
+    with pytest.raises(error, match=match):
+        model.fit((real, z1, z2), batch_size=8, epochs=1, verbose=0)
+    if how == "generator":  # Keras's own optimizer says the same of all-None gradients
+        k = _discriminator(keras)
+        opt = keras.optimizers.Adam()
+        with pytest.raises(ValueError, match=match):
+            opt.apply_gradients(zip([None] * len(k.trainable_weights), k.trainable_weights))
+
+
+def test_second_order_gradient_is_refused_by_name():
+    """WGAN-GP's gradient penalty (a tape's gradient with respect to a computed value,
+    inside another tape) names the missing piece."""
+
+    class _Penalty(_OneTape):
+        def train_step(self, data):
+            real, z1, z2 = data
+            with tn.GradientTape() as tape:
+                with tn.GradientTape() as gp_tape:
+                    pred = self.discriminator(real)
+                grad = gp_tape.gradient(pred, real)
+                loss = tn.ops.mean(pred) + tn.ops.mean(grad)
+            grads = tape.gradient(loss, self.discriminator.trainable_weights)
+            self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+            return {"loss": loss}
+
+    model = _Penalty("penalty")
+    model.compile(tn.optimizers.Adam())
+    with pytest.raises(NotImplementedError, match=r"\[GradientTape.gradient\] the gradient "
+                                                  r"with respect to a computed value .*second-"
+                                                  r"order gradients.*test_nn_gan_train_step"):
+        model.fit(_data(8), batch_size=8, epochs=1, verbose=0)
