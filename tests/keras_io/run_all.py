@@ -87,6 +87,10 @@ KERAS_CANNOT = {
                                         "not installed here",
     "timeseries_weather_forecasting": "Keras's timeseries_dataset_from_array needs "
                                       "TensorFlow (tf.data), not installed here",
+    "dcgan_overriding_train_step": "its train_step takes TensorFlow's GradientTape "
+                                   "(keras.GradientTape is tessera's), not installed here; "
+                                   "test_nn_gan_train_step.py compares the GAN's step with "
+                                   "Keras's stateless JAX updates",
     "vae": "the guide's train_step takes TensorFlow's GradientTape (keras.GradientTape is "
            "tessera's), not installed here; test_nn_step_overrides.py compares the VAE's step "
            "with Keras's compute_loss",
