@@ -6,6 +6,8 @@ against Keras 3 on JAX running the same updates with its stateless API (JAX
 has no GradientTape): the same weights (set_weights), the same data and
 latent vectors (given as data), losses and final weights compared."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -261,3 +263,43 @@ def test_second_order_gradient_is_refused_by_name():
                                                   r"with respect to a computed value .*second-"
                                                   r"order gradients.*test_nn_gan_train_step"):
         model.fit(_data(8), batch_size=8, epochs=1, verbose=0)
+
+
+def _summary_lines(model):
+    lines = []
+    model.summary(print_fn=lambda s, **kw: lines.append(s))
+    return "\n".join(lines)
+
+
+def test_summary_weights_and_save_as_keras(keras, tmp_path):
+    """Keras lists a GAN's sub-models in its summary, with their output shapes and
+    parameters, and its weights are theirs (in the order the model holds them) before any
+    fit; it cannot save the model (never built): tessera says so by name."""
+
+    class KGAN(keras.Model):
+        def __init__(self, discriminator, generator):
+            super().__init__()
+            self.discriminator, self.generator = discriminator, generator
+
+    kgan = KGAN(_discriminator(keras), _generator(keras))
+    tgan = _GAN(_discriminator(tn), _generator(tn))
+    ks, ts = _summary_lines(kgan), _summary_lines(tgan)
+    for line in ("discriminator (Sequential)", "generator (Sequential)", "(None, 1)",
+                 "(None, 4)"):
+        assert line in ks and line in ts, line
+    for what in ("Total", "Trainable"):
+        counts = [re.search(what + r" params: ([\d,]+)", s).group(1) for s in (ks, ts)]
+        assert counts[0] == counts[1], (what, counts)
+    assert [w.path.split("/")[0] for w in tgan.weights] == \
+        [w.path.split("/")[0] for w in kgan.weights]
+    assert [tuple(w.shape) for w in tgan.trainable_weights] == \
+        [tuple(w.shape) for w in kgan.trainable_weights]
+    tgan.set_weights([np.asarray(w) for w in kgan.get_weights()])
+    for a, b in zip(tgan.generator.get_weights(), kgan.generator.get_weights()):
+        np.testing.assert_array_equal(a, np.asarray(b))
+    with pytest.raises(Exception):
+        kgan.save(str(tmp_path / "k.keras"))
+    for save in (tgan.save, tgan.save_weights):
+        path = str(tmp_path / ("t.keras" if save == tgan.save else "t.weights.h5"))
+        with pytest.raises(ValueError, match=r"_GAN defines no call: .* save its sub-models"):
+            save(path)

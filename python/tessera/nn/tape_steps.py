@@ -41,12 +41,14 @@ from .step_overrides import _ACTIVE, _user_override
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor, user_location
 from .variables import tracing
 
-__all__ = ["uses_tape_steps", "fit_tape_steps", "TapeGradient"]
+__all__ = ["uses_tape_steps", "fit_tape_steps", "adopt_sublayers", "TapeGradient"]
 
 
 def uses_tape_steps(model) -> bool:
     """A model whose train_step is its user's and that defines no call: its
     step trains sub-models (a GAN), each part with its own tape and optimizer."""
+    if getattr(model, "_functional", False) or getattr(model, "kind", "") == "Sequential":
+        return False  # (a graph of its own: its call is the graph's)
     return _user_override(model, "train_step") is not None and \
         _user_override(model, "call") is None
 
@@ -328,7 +330,7 @@ def trace_tape_step(model, arrays) -> TapeStepTrace:
             o, *(zip(*list(pairs)) if pairs else ((), ())), "apply_gradients")
     token = _ACTIVE.set(trace)
     # the layers' weights are named before the step runs (what the tapes see is checked)
-    trace.var_of, trace.layer_of = _name_weights(model)
+    trace.var_of, trace.layer_of = adopt_sublayers(model)
     try:
         with tracing():
             logs = model.train_step(data)
@@ -348,9 +350,10 @@ def trace_tape_step(model, arrays) -> TapeStepTrace:
     return trace
 
 
-def _name_weights(model):
-    """{(id(layer), param): program name} of every weight of the layers the
-    model keeps (its sub-models' layers), named as the model's weights."""
+def adopt_sublayers(model):
+    """The layers the model keeps (its sub-models' layers) made the model's,
+    in Keras's order (its attributes'), its sub-models its top layers;
+    ({(id(layer), param): program name}, {key: (layer, param)})."""
     leaves = []
     seen = set()
 
@@ -369,6 +372,7 @@ def _name_weights(model):
     for layer in model._sublayers():
         visit(layer)
     model._layers = leaves
+    model.__dict__["_top_layers"] = model._sublayers()
     model._assign_vars()
     var_of = dict(model._var_of)
     layer_of = {k: model._owner[v] for k, v in var_of.items()}

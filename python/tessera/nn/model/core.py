@@ -32,6 +32,7 @@ from ..registry import is_model
 from ..saving import (_architecture, load_weights_into, model_from_config, model_to_json,
                       save_file, save_model)
 from ..step_overrides import overridden_step
+from ..tape_steps import adopt_sublayers, uses_tape_steps
 from ..string_inputs import split_fronts, split_group_fronts
 from ..symbolic import GraphWriter, KerasTensor, stand_in_input
 from .. import tree as _tree
@@ -352,7 +353,23 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
     def _input_dtype(self, k: int) -> str:
         return self.dtype
 
+    def _adopt_sublayers(self) -> bool:
+        """A model with no call whose train_step trains the sub-models it
+        holds (a GAN's): its weights are theirs, in the order Keras tracks
+        them (tape_steps.py). False for any other model."""
+        if self._inputs or not uses_tape_steps(self):
+            return False
+        adopt_sublayers(self)
+        return True
+
     def _check_built(self, where: str):
+        if where in ("get_weights", "set_weights") and self._adopt_sublayers():
+            return
+        if not self._inputs and uses_tape_steps(self):
+            raise ValueError(
+                f"[{where}] {type(self).__name__} defines no call: its train_step trains the "
+                "sub-models it holds (a GAN's), and it is never built (Keras refuses to save "
+                "it too); save its sub-models (e.g. model.generator.save(path)) instead")
         if not self.built or not self._inputs:
             raise RuntimeError(f"[{where}] the model is not built: give it an input shape "
                                "(input_shape= on the first layer, nn.Input, or model.build)")
@@ -369,6 +386,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         and under pipeline stages the other stages' weights from the pipeline
         group (collectives: every member calls it)."""
         self._whole_held()
+        self._adopt_sublayers()
         arrays = {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
         return ModelWeights([self._owner[v][0]._variable(self._owner[v][1].name)
                              for v in arrays], arrays)
@@ -427,6 +445,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
     def trainable_weights(self) -> list:
         """The trainable Variables (Keras's), in the order of `weights`."""
         self._whole_held()
+        self._adopt_sublayers()
         return [self._owner[v][0]._variable(self._owner[v][1].name) for v in self._params(True)]
 
     @property
@@ -501,7 +520,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         to the one named last, `line_length` and `positions` (the columns'
         right ends, as fractions of the line or characters) size the columns."""
         print_fn = print if print_fn is None else print_fn
-        built = self.built and bool(self._inputs)
+        # a GAN (no call): its sub-models, as Keras lists them
+        built = (self.built and bool(self._inputs)) or self._adopt_sublayers()
         layers = list(self.layers)
         if layer_range is not None:
             names = [layer.name for layer in layers]
