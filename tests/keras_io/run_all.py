@@ -87,6 +87,9 @@ KERAS_CANNOT = {
                                         "not installed here",
     "timeseries_weather_forecasting": "Keras's timeseries_dataset_from_array needs "
                                       "TensorFlow (tf.data), not installed here",
+    "conditional_gan": "its train_step takes TensorFlow's GradientTape (keras.GradientTape "
+                       "is tessera's), not installed here; test_nn_gan_train_step.py compares "
+                       "a GAN's step with Keras's stateless JAX updates",
     "dcgan_overriding_train_step": "its train_step takes TensorFlow's GradientTape "
                                    "(keras.GradientTape is tessera's), not installed here; "
                                    "test_nn_gan_train_step.py compares the GAN's step with "
