@@ -303,3 +303,40 @@ def test_summary_weights_and_save_as_keras(keras, tmp_path):
         path = str(tmp_path / ("t.keras" if save == tgan.save else "t.weights.h5"))
         with pytest.raises(ValueError, match=r"_GAN defines no call: .* save its sub-models"):
             save(path)
+
+
+class _DropoutCritic(tn.Model):
+    """A critic with dropout called with training=True: the loss the tape differentiates and
+    the same loss recomputed for the logs draw the same mask."""
+
+    def __init__(self):
+        super().__init__()
+        self.critic = tn.Sequential([tn.Input((4,)), tn.layers.Dense(8),
+                                     tn.layers.Dropout(0.5), tn.layers.Dense(1)])
+
+    def compile(self, optimizer):
+        super().compile()
+        self.c_optimizer = optimizer
+
+    def train_step(self, data):
+        real, z1, z2 = data
+        with tn.GradientTape() as tape:
+            loss = tn.ops.mean(tn.ops.square(self.critic(real, training=True)))
+        grads = tape.gradient(loss, self.critic.trainable_weights)
+        self.c_optimizer.apply_gradients(zip(grads, self.critic.trainable_weights))
+        # another draw written first in the logs' code, then the loss again
+        other = tn.ops.mean(self.critic(real, training=True)) * 0.0
+        return {"loss": loss, "again": loss + other}
+
+
+def test_a_value_written_twice_draws_the_same_dropout():
+    real, z1, z2 = _data(8)
+    model = _DropoutCritic()
+    model.compile(tn.optimizers.SGD(0.0))
+    before = float(np.mean(np.square(model.critic.predict(real, verbose=0))))
+    seen = _Batches()
+    model.fit((real, z1, z2), batch_size=8, epochs=2, verbose=0, callbacks=[seen])
+    for logs in seen.logs:
+        np.testing.assert_allclose(logs["again"], logs["loss"], rtol=1e-6)
+        assert abs(logs["loss"] - before) > 1e-4  # dropout ran (the weights did not move)
+    assert seen.logs[0]["loss"] != seen.logs[1]["loss"]  # a new mask at each step

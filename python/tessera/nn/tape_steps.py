@@ -205,14 +205,25 @@ class TapeStepTrace:
         return [k for k in self.var_of if self.final_version(k)]
 
 
+# A layer call's random stream: seed * _STRIDE + its number (an outermost node's number
+# times _INNER, plus the index of a layer inside its call)
+_INNER = 1 << 10
+_STRIDE = 1 << 24
+
+
 class _Writer:
     """Writes symbolic values into statements, each layer reading the
     weights under the names current when the step made its node."""
 
-    def __init__(self, trace, bound: dict, prefix: str, sources=None):
+    def __init__(self, trace, bound: dict, prefix: str, numbers: dict, sources=None):
         self.trace = trace
         self.time = None  # the id of the outermost node being written
         self.count = iter(range(1 << 30))
+        # each outermost layer node's number, shared by the program's writers, so that a
+        # node written twice (in a tape's loss and in the logs) draws the same dropout
+        self.numbers = numbers
+        self.inner = 0
+        self.training = "false"
         self.prefix = prefix
         self.stats: list = []
         self.sources = sources  # {key: name}: a phase's differentiated weights
@@ -234,18 +245,32 @@ class _Writer:
         outer = self.time is None
         if outer:
             self.time = t.id
+            self.inner = 0
+            number = self.numbers.setdefault(t.id, len(self.numbers)) * _INNER
+        else:
+            self.inner += 1
+            if self.inner >= _INNER:
+                raise NotImplementedError(
+                    f"[fit] a sub-model called in the train_step has over {_INNER - 1} layers "
+                    f"inside one call (at {t.where})")
+            number = self.numbers[self.time] * _INNER + self.inner
+        held = self.training
         try:
             layer, ins, multi = t.args
             exprs = [w.names[i.id] for i in ins]
             static = {k: (w.expr(v) if isinstance(v, KerasTensor) else v)
                       for k, v in t.kwargs.items()}
             forced = static.pop("training", None)
+            if forced is None:  # a user's layer or a sub-model: the flag of its call
+                forced = getattr(t, "call_training", None)
             # Keras: a layer called without `training` outside a training call runs in
-            # inference mode (its call's default), as a GAN's sub-models are called
-            train = "true" if forced else "false"
-            ctx = Context(train, "seed", next(self.count), w.stmts.append, self.fresh,
+            # inference mode (its call's default), as a GAN's sub-models are called; inside
+            # a call, the call's
+            train = ("true" if forced else "false") if forced is not None or outer else held
+            self.training = train
+            ctx = Context(train, "seed", number, w.stmts.append, self.fresh,
                           self.param, self.layer_code)
-            ctx.seed_stride = 64
+            ctx.seed_stride = _STRIDE
             ctx.input_shapes = [i.shape for i in ins]
             traced = layer._is_custom() and not getattr(t, "builtin", None)
             ctx.input_masks = carried_mask_exprs(ins, w) if traced else None
@@ -261,6 +286,7 @@ class _Writer:
                     f"training=True, or leave BatchNormalization out) (at {t.where})")
             return out
         finally:
+            self.training = held
             if outer:
                 self.time = None
 
@@ -410,6 +436,7 @@ class TapeStepProgram:
         self.bound = bound
         lines = []
         phase_loss = {}
+        self.numbers: dict = {}
         values = {key: model._owner[trace.var_of[key]] for key in self.keys}
         self.opt_state_names: list = []
         self.opt_vars: list = []  # per update: its StateVars
@@ -424,7 +451,7 @@ class TapeStepProgram:
                     continue
                 loss, keys, _ = trace.phases[k]
                 srcs = [_vname(trace.var_of[key], trace.version(key, mark)) for key in keys]
-                w = _Writer(trace, bound, f"p{k}")
+                w = _Writer(trace, bound, f"p{k}", self.numbers)
                 e = w.expr(loss)
                 body = ",\n    ".join(w.gw.stmts + [e])
                 lines.append(f"define(phase_{k}, {', '.join(srcs)}, block(\n    {body}))")
@@ -447,8 +474,7 @@ class TapeStepProgram:
             self.opt_state_names += [s.name for s in upd.state]
         self.update_order = updates
         # the logged values and the metrics' arguments, as the step left them
-        tail = _Writer(trace, bound, "t")
-        tail.gw.names.update({})
+        tail = _Writer(trace, bound, "t", self.numbers)
         self.reported: list = []
         reported_exprs = []
         for t in self._reported_tensors():
@@ -607,7 +633,7 @@ def fit_tape_steps(model, x=None, y=None, batch_size=None, epochs=1, verbose="au
                 break
             cbs.on_train_batch_begin(b)
             prog = _program_for(model, batch.arrays)
-            values = prog.run(batch.arrays, (seed * 1_000_003 + step) * 64 % (1 << 62))
+            values = prog.run(batch.arrays, (seed * 1_000_003 + step) % (1 << 30))
             step += 1
             model.__dict__["_tape_steps_done"] = step
             model._iteration = step
