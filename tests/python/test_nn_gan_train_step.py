@@ -70,12 +70,19 @@ class _GAN(tn.Model):
 def _data(n=24, seed=0):
     rng = np.random.default_rng(seed)
     real = rng.normal(1.0, 0.5, (n, 4)).astype("float32")
+    # rows of zeros: through the discriminator's zero biases their logits are exactly 0, where
+    # the loss's gradient is sigmoid(0) - label (a form with relu(p) gave -label there)
+    real[::7] = 0.0
     z1 = rng.normal(size=(n, LATENT)).astype("float32")
     z2 = rng.normal(size=(n, LATENT)).astype("float32")
     return real, z1, z2
 
 
-def _keras_steps(keras, dw, gw, batches, lr):
+def _optimizer(lib, kind, lr):
+    return lib.optimizers.SGD(lr) if kind == "sgd" else lib.optimizers.Adam(lr)
+
+
+def _keras_steps(keras, dw, gw, batches, lr, kind="adam"):
     """Keras on JAX: the same two updates per batch, stateless; per batch
     (d_loss, g_loss) and the final weights."""
     import jax  # noqa: PLC0415 - Keras's backend, present with the oracle
@@ -84,7 +91,7 @@ def _keras_steps(keras, dw, gw, batches, lr):
     d, g = _discriminator(keras), _generator(keras)
     d.set_weights(dw)
     g.set_weights(gw)
-    d_opt, g_opt = keras.optimizers.Adam(lr), keras.optimizers.Adam(lr)
+    d_opt, g_opt = _optimizer(keras, kind, lr), _optimizer(keras, kind, lr)
     d_opt.build(d.trainable_variables)
     g_opt.build(g.trainable_variables)
     loss_fn = keras.losses.BinaryCrossentropy(from_logits=True)
@@ -116,12 +123,12 @@ def _keras_steps(keras, dw, gw, batches, lr):
     return losses, [np.asarray(v) for v in dv], [np.asarray(v) for v in gv]
 
 
-def _tessera_gan(dw, gw, lr):
+def _tessera_gan(dw, gw, lr, kind="adam"):
     d, g = _discriminator(tn), _generator(tn)
     d.set_weights(dw)
     g.set_weights(gw)
     gan = _GAN(d, g)
-    gan.compile(d_optimizer=tn.optimizers.Adam(lr), g_optimizer=tn.optimizers.Adam(lr),
+    gan.compile(d_optimizer=_optimizer(tn, kind, lr), g_optimizer=_optimizer(tn, kind, lr),
                 loss_fn=tn.losses.BinaryCrossentropy(from_logits=True))
     return gan
 
@@ -135,15 +142,15 @@ class _Batches(tn.callbacks.Callback):
         self.logs.append(dict(logs))
 
 
-@pytest.mark.parametrize("lr", [0.01, 0.1])
-def test_gan_steps_as_keras(keras, lr):
+@pytest.mark.parametrize("kind, lr", [("adam", 0.01), ("adam", 0.1), ("sgd", 0.1)])
+def test_gan_steps_as_keras(keras, kind, lr):
     real, z1, z2 = _data()
     kd, kg = _discriminator(keras), _generator(keras)
     dw, gw = [np.asarray(w) for w in kd.get_weights()], [np.asarray(w) for w in kg.get_weights()]
     bs = 8
     batches = [(real[i:i + bs], z1[i:i + bs], z2[i:i + bs]) for i in range(0, len(real), bs)]
-    k_losses, k_dw, k_gw = _keras_steps(keras, dw, gw, batches * 2, lr)  # 2 epochs
-    gan = _tessera_gan(dw, gw, lr)
+    k_losses, k_dw, k_gw = _keras_steps(keras, dw, gw, batches * 2, lr, kind)  # 2 epochs
+    gan = _tessera_gan(dw, gw, lr, kind)
     ds = tessera.data.Dataset.from_tensor_slices((real, z1, z2)).batch(bs)
     seen = _Batches()
     history = gan.fit(ds, epochs=2, verbose=0, callbacks=[seen])
@@ -340,3 +347,57 @@ def test_a_value_written_twice_draws_the_same_dropout():
         np.testing.assert_allclose(logs["again"], logs["loss"], rtol=1e-6)
         assert abs(logs["loss"] - before) > 1e-4  # dropout ran (the weights did not move)
     assert seen.logs[0]["loss"] != seen.logs[1]["loss"]  # a new mask at each step
+
+
+def test_predict_and_call_need_a_call_as_in_keras(keras):
+    """Keras: a model without call() cannot predict nor be called (NotImplementedError);
+    tessera says the same, and that fit runs its train_step."""
+
+    class KGAN(keras.Model):
+        def __init__(self, discriminator):
+            super().__init__()
+            self.discriminator = discriminator
+
+    x = _data(8)[0]
+    kgan, tgan = KGAN(_discriminator(keras)), _GAN(_discriminator(tn), _generator(tn))
+    for run in (lambda m: m.predict(x, verbose=0), lambda m: m(x)):
+        with pytest.raises(NotImplementedError):
+            run(kgan)
+        with pytest.raises(NotImplementedError, match=r"\[Model.call\] Model _GAN does not have "
+                                                      r"a call\(\) method implemented"):
+            run(tgan)
+
+
+def test_self_optimizer_and_another(keras):
+    """The compiled optimizer (self.optimizer) for one update and an optimizer of the
+    model's own for the other: each counts its own updates, and the steps match Keras's."""
+
+    class Mixed(_GAN):
+        def compile(self, g_optimizer, loss_fn, **kwargs):
+            tn.Model.compile(self, **kwargs)
+            self.g_optimizer, self.loss_fn = g_optimizer, loss_fn
+            self.d_loss_metric = tn.metrics.Mean(name="d_loss")
+            self.g_loss_metric = tn.metrics.Mean(name="g_loss")
+
+        def train_step(self, data):
+            self.d_optimizer = self.optimizer
+            return super().train_step(data)
+
+    real, z1, z2 = _data(16)
+    kd, kg = _discriminator(keras), _generator(keras)
+    dw, gw = [np.asarray(w) for w in kd.get_weights()], [np.asarray(w) for w in kg.get_weights()]
+    batches = [(real[i:i + 8], z1[i:i + 8], z2[i:i + 8]) for i in (0, 8)]
+    k_losses, k_dw, _ = _keras_steps(keras, dw, gw, batches, 0.05)
+    d, g = _discriminator(tn), _generator(tn)
+    d.set_weights(dw)
+    g.set_weights(gw)
+    gan = Mixed(d, g)
+    gan.compile(_optimizer(tn, "adam", 0.05), tn.losses.BinaryCrossentropy(from_logits=True),
+                optimizer=_optimizer(tn, "adam", 0.05))
+    seen = _Batches()
+    gan.fit((real, z1, z2), batch_size=8, shuffle=False, verbose=0, callbacks=[seen])
+    np.testing.assert_allclose([b["last_g_loss"] for b in seen.logs], [g_ for _, g_ in k_losses],
+                               rtol=2e-5, atol=1e-6)
+    for a, b in zip(gan.discriminator.get_weights(), k_dw):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert gan.optimizer.iterations == gan.g_optimizer.iterations == 2

@@ -465,13 +465,22 @@ class TapeStepProgram:
             olds = [_vname(trace.var_of[key], trace.version(key, mark)) for key, _, _ in pairs]
             news = [_vname(trace.var_of[key], trace.version(key, mark) + 1)
                     for key, _, _ in pairs]
-            lines += [f"define({n}, {o})" for n, o in zip(news, olds)]
-            upd = opt.update_code(news, [f"g_{ph}_{i}" for _, ph, i in pairs],
-                                  state_prefix=f"o{k}_", lr_expr=f"lr_{k}",
+            grads = [f"g_{ph}_{i}" for _, ph, i in pairs]
+            upd = opt.update_code(news, grads, state_prefix=f"o{k}_", lr_expr=f"lr_{k}",
                                   iteration_expr=f"it_{k}")
-            lines += upd.statements
+            states = [st.name for st in upd.state]
+            # the update as a function: its statements redefine their parameters (the
+            # optimizer's code), while every name of the step is defined once, so that the
+            # phases' functions, which read them, see one value whatever the order of
+            # evaluation
+            body = ",\n    ".join(upd.statements + [
+                f"list(list({', '.join(news)}), list({', '.join(states)}))"])
+            lines.append(f"define(update_{k}, {', '.join(news + states)}, block(\n    {body}))")
+            lines.append(f"define(u_{k}, update_{k}({', '.join(olds + ['s_' + n for n in states])}))")
+            lines += [f"define({n}, u_{k}[0][{i}])" for i, n in enumerate(news)]
+            lines += [f"define({n}, u_{k}[1][{i}])" for i, n in enumerate(states)]
             self.opt_vars.append((k, upd.state))
-            self.opt_state_names += [s.name for s in upd.state]
+            self.opt_state_names += states
         self.update_order = updates
         # the logged values and the metrics' arguments, as the step left them
         tail = _Writer(trace, bound, "t", self.numbers)
@@ -484,7 +493,8 @@ class TapeStepProgram:
         finals = [_vname(trace.var_of[key], trace.final_version(key)) for key in self.keys]
         lines.append(f"list(list({', '.join(reported_exprs)}), list({', '.join(finals)}), "
                      f"list({', '.join(self.opt_state_names)}))")
-        head = [trace.var_of[key] for key in self.keys] + self.opt_state_names + self.data
+        head = [trace.var_of[key] for key in self.keys] + \
+            ["s_" + n for n in self.opt_state_names] + self.data
         head += [f"it_{j}, lr_{j}" for j in range(len(trace.updates))]
         body = ",\n  ".join(lines)
         self.text = (f"define(tape_step, {', '.join(head)}, seed, block(\n  {body}))\n"

@@ -34,7 +34,7 @@ from ..saving import (_architecture, load_weights_into, model_from_config, model
 from ..step_overrides import overridden_step
 from ..tape_steps import adopt_sublayers, uses_tape_steps
 from ..string_inputs import split_fronts, split_group_fronts
-from ..symbolic import GraphWriter, KerasTensor, stand_in_input
+from ..symbolic import GraphWriter, KerasTensor, stand_in_input, user_location
 from .. import tree as _tree
 from ..varlen import VarLenMixin
 from ..zero import ZeroMixin
@@ -313,12 +313,13 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         shapes = [tuple(s) for s in shapes] if multi else [tuple(shapes)]
         shapes = [s[1:] if s and s[0] is None else s for s in shapes]
         if type(self).call is Model.call and overridden_step(self, "train_step"):
+            # (fit runs its train_step without building it: tape_steps.py)
             raise NotImplementedError(
-                f"[fit] {type(self).__name__} overrides train_step but defines no call: tessera "
-                "traces a train_step around the model's own call (its inputs and weights), so a "
-                "step that only trains sub-models, each with its own GradientTape and optimizer "
-                "(a GAN's), is not supported yet; Keras runs it eagerly on TensorFlow "
-                "(docs/nn.md, \"Custom training\")")
+                f"[Model.call] Model {type(self).__name__} does not have a call() method "
+                "implemented (Keras's words): its train_step trains the sub-models it holds, "
+                "which fit runs (docs/nn.md, \"GANs\"); evaluate, predict and calling the "
+                "model need a call, as in Keras; call its sub-models instead "
+                f"(at {user_location()})")
         inputs = [stand_in_input(s, dtype=self._input_dtype(k)) for k, s in enumerate(shapes)]
         self.built = True
         try:
