@@ -82,7 +82,7 @@ def _optimizer(lib, kind, lr):
     return lib.optimizers.SGD(lr) if kind == "sgd" else lib.optimizers.Adam(lr)
 
 
-def _keras_steps(keras, dw, gw, batches, lr, kind="adam"):
+def _keras_steps(keras, dw, gw, batches, lr, kind="adam", d_steps=1):
     """Keras on JAX: the same two updates per batch, stateless; per batch
     (d_loss, g_loss) and the final weights."""
     import jax  # noqa: PLC0415 - Keras's backend, present with the oracle
@@ -109,8 +109,9 @@ def _keras_steps(keras, dw, gw, batches, lr, kind="adam"):
             labels = jnp.concatenate([jnp.ones((n, 1)), jnp.zeros((n, 1))], axis=0)
             return loss_fn(labels, pred)
 
-        d_loss, grads = jax.value_and_grad(d_loss_fn)(dv)
-        dv, dov = d_opt.stateless_apply(dov, grads, dv)
+        for _ in range(d_steps):
+            d_loss, grads = jax.value_and_grad(d_loss_fn)(dv)
+            dv, dov = d_opt.stateless_apply(dov, grads, dv)
 
         def g_loss_fn(gv_):
             fake, _ = g.stateless_call(gv_, [], z2)
@@ -401,3 +402,76 @@ def test_self_optimizer_and_another(keras):
     for a, b in zip(gan.discriminator.get_weights(), k_dw):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert gan.optimizer.iterations == gan.g_optimizer.iterations == 2
+
+
+class _ExtraSteps(_GAN):
+    """WGAN's form: the discriminator updated `d_steps` times per step by its one
+    optimizer (its state and update count carried from one to the next), then the
+    generator."""
+
+    d_steps = 3
+
+    def train_step(self, data):
+        real, z1, z2 = data
+        n = tn.ops.shape(real)[0]
+        combined = tn.ops.concatenate([self.generator(z1), real], axis=0)
+        labels = tn.ops.concatenate([tn.ops.ones((n, 1)), tn.ops.zeros((n, 1))], axis=0)
+        for _ in range(self.d_steps):
+            with tn.GradientTape() as tape:
+                d_loss = self.loss_fn(labels, self.discriminator(combined))
+            grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
+            self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+        with tn.GradientTape() as tape:
+            g_loss = self.loss_fn(tn.ops.zeros((n, 1)), self.discriminator(self.generator(z2)))
+        grads = tape.gradient(g_loss, self.generator.trainable_weights)
+        self.g_optimizer.apply_gradients(zip(grads, self.generator.trainable_weights))
+        return {"d_loss": d_loss, "g_loss": g_loss}
+
+
+def test_an_optimizer_applied_several_times_in_a_step_as_keras(keras):
+    real, z1, z2 = _data(16)
+    kd, kg = _discriminator(keras), _generator(keras)
+    dw, gw = [np.asarray(w) for w in kd.get_weights()], [np.asarray(w) for w in kg.get_weights()]
+    batches = [(real[i:i + 8], z1[i:i + 8], z2[i:i + 8]) for i in (0, 8)]
+    k_losses, k_dw, k_gw = _keras_steps(keras, dw, gw, batches, 0.02, d_steps=3)
+    d, g = _discriminator(tn), _generator(tn)
+    d.set_weights(dw)
+    g.set_weights(gw)
+    gan = _ExtraSteps(d, g)
+    gan.compile(tn.optimizers.Adam(0.02), tn.optimizers.Adam(0.02),
+                tn.losses.BinaryCrossentropy(from_logits=True))
+    seen = _Batches()
+    gan.fit((real, z1, z2), batch_size=8, shuffle=False, verbose=0, callbacks=[seen])
+    np.testing.assert_allclose([b["d_loss"] for b in seen.logs], [d_ for d_, _ in k_losses],
+                               rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose([b["g_loss"] for b in seen.logs], [g_ for _, g_ in k_losses],
+                               rtol=2e-5, atol=1e-6)
+    for a, b in zip(gan.discriminator.get_weights() + gan.generator.get_weights(), k_dw + k_gw):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    assert gan.d_optimizer.iterations == 6 and gan.g_optimizer.iterations == 2
+
+
+def test_an_optimizer_on_other_weights_is_refused_as_keras(keras):
+    """Keras builds an optimizer for the weights of its first update and refuses others."""
+
+    class OneOptimizer(_GAN):
+        def train_step(self, data):
+            real, z1, z2 = data
+            for model in (self.discriminator, self.generator):
+                with tn.GradientTape() as tape:
+                    loss = tn.ops.mean(self.discriminator(self.generator(z1)))
+                grads = tape.gradient(loss, model.trainable_weights)
+                self.d_optimizer.apply_gradients(zip(grads, model.trainable_weights))
+            return {"loss": loss}
+
+    k = _generator(keras)
+    opt = keras.optimizers.Adam()
+    opt.build(_discriminator(keras).trainable_variables)
+    with pytest.raises(ValueError, match="Unknown variable"):
+        opt.apply_gradients(zip([np.zeros(w.shape, "float32") for w in k.trainable_weights],
+                                k.trainable_weights))
+    gan = _tessera_gan(*[m.get_weights() for m in (_discriminator(tn), _generator(tn))], 0.1)
+    gan.__class__ = OneOptimizer
+    with pytest.raises(ValueError, match=r"\[Optimizer.apply_gradients\] Unknown variable: "
+                                         r"generator/.*originally built with"):
+        gan.fit(_data(8), batch_size=8, verbose=0)

@@ -165,10 +165,7 @@ class TapeStepTrace:
                              f"weights: give one gradient per weight (at {where})")
         if not grads:
             return  # Keras: an empty update is a no-op
-        if any(o is optimizer for o, _, _ in self.updates):
-            raise NotImplementedError(
-                f"[Optimizer.{what}] {type(optimizer).__name__} is applied twice in the traced "
-                f"train_step: give each update an optimizer of its own (at {where})")
+        first = next((pairs for o, pairs, _ in self.updates if o is optimizer), None)
         pairs, missing = [], []
         for g, v in zip(grads, variables):
             key = self.key_of(v, f"Optimizer.{what}")
@@ -187,6 +184,16 @@ class TapeStepTrace:
             pairs.append((key, g.phase, g.index))
         if not pairs:
             raise ValueError("No gradients provided for any variable.")  # Keras's words
+        if first is not None:  # Keras: an optimizer updates the weights it was built for
+            known = {key for key, _, _ in first}
+            for key, _, _ in pairs:
+                if key not in known:
+                    layer, param = self.layer_of[key]
+                    raise ValueError(
+                        f"[Optimizer.{what}] Unknown variable: "
+                        f"{layer._variable(param.name).path}. This optimizer can only be called "
+                        "for the variables it was originally built with (Keras's words): give "
+                        f"each set of weights an optimizer of its own (at {where})")
         if missing:
             warnings.warn(f"Gradients do not exist for variables {missing} when minimizing "
                           "the loss.", stacklevel=3)  # (Keras's warning)
@@ -438,8 +445,12 @@ class TapeStepProgram:
         phase_loss = {}
         self.numbers: dict = {}
         values = {key: model._owner[trace.var_of[key]] for key in self.keys}
-        self.opt_state_names: list = []
-        self.opt_vars: list = []  # per update: its StateVars
+        self.optimizers: list = []  # each applied, in the order met
+        for o, _, _ in trace.updates:
+            if all(o is not u for u in self.optimizers):
+                self.optimizers.append(o)
+        self.state_now = [{} for _ in self.optimizers]  # state name -> its name now
+        self.opt_vars: list = []  # (optimizer index, StateVar), each state once
         updates = sorted(range(len(trace.updates)), key=lambda j: trace.updates[j][2])
         events = [("phase", k, trace.phases[k][2]) for k in range(len(trace.phases))] + \
             [("update", j, trace.updates[j][2]) for j in updates]
@@ -462,25 +473,36 @@ class TapeStepProgram:
                 phase_loss[loss.id] = f"r_{k}[0]"
                 continue
             opt, pairs, _ = trace.updates[k]
+            q = next(i for i, o in enumerate(self.optimizers) if o is opt)
             olds = [_vname(trace.var_of[key], trace.version(key, mark)) for key, _, _ in pairs]
             news = [_vname(trace.var_of[key], trace.version(key, mark) + 1)
                     for key, _, _ in pairs]
             grads = [f"g_{ph}_{i}" for _, ph, i in pairs]
-            upd = opt.update_code(news, grads, state_prefix=f"o{k}_", lr_expr=f"lr_{k}",
+            # the optimizer's code on its weights' own names, its state named by them: an
+            # optimizer applied again in the step (a critic's extra steps) continues the
+            # same state, under new names in the step
+            canon = [trace.var_of[key] for key, _, _ in pairs]
+            upd = opt.update_code(canon, grads, state_prefix=f"o{q}_", lr_expr=f"lr_{k}",
                                   iteration_expr=f"it_{k}")
             states = [st.name for st in upd.state]
+            current = self.state_now[q]
+            for st in upd.state:
+                if st.name not in current:
+                    current[st.name] = "s_" + st.name
+                    self.opt_vars.append((q, st))
             # the update as a function: its statements redefine their parameters (the
             # optimizer's code), while every name of the step is defined once, so that the
             # phases' functions, which read them, see one value whatever the order of
             # evaluation
             body = ",\n    ".join(upd.statements + [
-                f"list(list({', '.join(news)}), list({', '.join(states)}))"])
-            lines.append(f"define(update_{k}, {', '.join(news + states)}, block(\n    {body}))")
-            lines.append(f"define(u_{k}, update_{k}({', '.join(olds + ['s_' + n for n in states])}))")
+                f"list(list({', '.join(canon)}), list({', '.join(states)}))"])
+            lines.append(f"define(update_{k}, {', '.join(canon + states)}, block(\n    {body}))")
+            ins = olds + [current[n] for n in states]
+            lines.append(f"define(u_{k}, update_{k}({', '.join(ins)}))")
             lines += [f"define({n}, u_{k}[0][{i}])" for i, n in enumerate(news)]
-            lines += [f"define({n}, u_{k}[1][{i}])" for i, n in enumerate(states)]
-            self.opt_vars.append((k, upd.state))
-            self.opt_state_names += states
+            for i, n in enumerate(states):
+                current[n] = f"{n}__a{k}"
+                lines.append(f"define({current[n]}, u_{k}[1][{i}])")
         self.update_order = updates
         # the logged values and the metrics' arguments, as the step left them
         tail = _Writer(trace, bound, "t", self.numbers)
@@ -491,8 +513,10 @@ class TapeStepProgram:
             self.reported.append(t)
         lines += tail.gw.stmts
         finals = [_vname(trace.var_of[key], trace.final_version(key)) for key in self.keys]
+        self.opt_state_names = [st.name for _, st in self.opt_vars]
+        out_states = [self.state_now[q][st.name] for q, st in self.opt_vars]
         lines.append(f"list(list({', '.join(reported_exprs)}), list({', '.join(finals)}), "
-                     f"list({', '.join(self.opt_state_names)}))")
+                     f"list({', '.join(out_states)}))")
         head = [trace.var_of[key] for key in self.keys] + \
             ["s_" + n for n in self.opt_state_names] + self.data
         head += [f"it_{j}, lr_{j}" for j in range(len(trace.updates))]
@@ -531,19 +555,15 @@ class TapeStepProgram:
         weights = [np.asarray(self.values[key][0]._values[self.values[key][1].name])
                    for key in self.keys]
         state = model.__dict__.setdefault("_tape_opt_state", {})
-        for k, svars in self.opt_vars:
-            missing = [s for s in svars if s.name not in state]
+        shapes = {trace.var_of[key]: a for key, a in zip(self.keys, weights)}
+        for q, opt in enumerate(self.optimizers):
+            missing = [st for i, st in self.opt_vars if i == q and st.name not in state]
             if missing:
-                shapes = {}
-                for key, _, _ in trace.updates[k][1]:
-                    base = trace.var_of[key]
-                    a = weights[self.keys.index(key)]
-                    for n in range(1, trace.final_version(key) + 1):
-                        shapes[_vname(base, n)] = a
-                state.update(trace.updates[k][0].init_state(shapes, missing))
-        steps = []
-        for j, (opt, _, _) in enumerate(trace.updates):
-            it = int(opt.__dict__.get("_tape_iterations", 0))
+                state.update(opt.init_state(shapes, missing))
+        steps, applied = [], {}
+        for opt, _, _ in trace.updates:  # each application its own update number
+            it = int(opt.__dict__.get("_tape_iterations", 0)) + applied.get(id(opt), 0)
+            applied[id(opt)] = applied.get(id(opt), 0) + 1
             opt._last_iteration = it
             steps += [it, opt.rate_at(it)]
         data = [np.asarray(a, dtype=t.dtype) for a, t in zip(arrays, trace.placeholders)]
@@ -554,8 +574,9 @@ class TapeStepProgram:
             layer._values[p.name] = a
         for n, a in zip(self.opt_state_names, new_s):
             state[n] = a
-        for opt, _, _ in trace.updates:
-            opt.__dict__["_tape_iterations"] = int(opt.__dict__.get("_tape_iterations", 0)) + 1
+        for opt in self.optimizers:
+            opt.__dict__["_tape_iterations"] = int(opt.__dict__.get("_tape_iterations", 0)) + \
+                applied[id(opt)]
             opt.__dict__["_iterations_of"] = (lambda o=opt: o.__dict__["_tape_iterations"])
         return {t.id: v for t, v in zip(self.reported, reported)}
 
