@@ -135,8 +135,9 @@ class TapeStepTrace:
                     f"[GradientTape.gradient] the gradient with respect to a computed value "
                     f"(made at {s.where}), as WGAN-GP's gradient penalty takes it, is not "
                     f"supported yet: a traced train_step differentiates its losses with respect "
-                    f"to weights only (second-order gradients through a tape inside a tape are "
-                    f"the missing piece) (at {where})")
+                    f"to weights only; the missing piece is second-order gradients (a tape "
+                    f"inside a tape: tessera's autodiff does not differentiate through "
+                    f"value_and_grad itself) (at {where})")
         if not isinstance(target, KerasTensor) or tuple(target.shape) != ():
             what = getattr(target, "shape", type(target).__name__)
             raise ValueError(f"[GradientTape.gradient] the target must be a scalar loss "
