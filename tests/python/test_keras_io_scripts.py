@@ -20,8 +20,8 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "collaborative_filtering_movielens", "conv_lstm",
-        "convmixer", "customizing_saving_and_serialization", "eanet", "eeg_signal_classification",
+RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "collaborative_filtering_movielens", "conditional_gan", "conv_lstm",
+        "convmixer", "customizing_saving_and_serialization", "dcgan_overriding_train_step", "eanet", "eeg_signal_classification",
         "endpoint_layer_pattern", "functional_api", "image_classification_from_scratch",
         "image_classification_with_vision_transformer",
         "imbalanced_classification", "involution", "knowledge_distillation",

@@ -131,14 +131,18 @@ def _gan(cls):
     return gan
 
 
-def test_a_gan_train_step_is_refused_by_name():
-    """Keras runs dcgan_overriding_train_step's step eagerly on TensorFlow; tessera traces a
-    train_step around the model's call with one tape and the compiled optimizer: the GAN is
-    refused with an error naming what is missing (it stopped on "the model is not built")."""
+def test_a_gan_train_step_trains_its_discriminator():
+    """dcgan_overriding_train_step's form (a model with no call, its sub-models trained by
+    tapes and optimizers of their own) fits (tape_steps.py; tests/python/
+    test_nn_gan_train_step.py compares it with Keras); a model with a call of its own traces
+    its train_step around it, with the compiled optimizer only: another optimizer is refused
+    by name."""
     x = np.random.default_rng(0).normal(size=(16, 4)).astype("float32")
-    with pytest.raises(NotImplementedError, match=r"\[fit\] _GAN overrides train_step but "
-                                                  r"defines no call: .*GAN"):
-        _gan(_GAN).fit(x, epochs=1, batch_size=8, verbose=0)
+    gan = _gan(_GAN)
+    before = [w.copy() for w in gan.discriminator.get_weights()]
+    history = gan.fit(x, epochs=1, batch_size=8, verbose=0)
+    assert list(history.history) == ["d_loss"]
+    assert all(not np.array_equal(a, b) for a, b in zip(before, gan.discriminator.get_weights()))
     with pytest.raises(NotImplementedError, match=r"\[Optimizer.apply_gradients\] only the "
                                                   r"model's compiled optimizer .*a GAN's.* "
                                                   r"\(at .*test_nn_keras_io_seventh.py:\d+\)"):

@@ -59,7 +59,7 @@ LAYERS = [
                              "file_editor",
                              "_directory_datasets",
                              "_image_utils", "feature_space",
-                             "utils", "given_batches", "keras_objects", "callbacks", "checkpoint_blocks", "checkpoint_layout",
+                             "utils", "given_batches", "keras_objects", "callbacks", "tape_steps", "checkpoint_blocks", "checkpoint_layout",
                              "checkpoints"}),
     ("model", {"model", "model.*"}),
     ("namespaces", {"__init__", "backend", "config", "models", "mixed_precision", "optimizers", "optimizers.schedules", "datasets",

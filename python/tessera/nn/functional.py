@@ -458,7 +458,7 @@ def _call_custom(layer, inputs, args, kwargs):
         with path_scope(layer):
             layer.build(shapes[0] if len(shapes) == 1 else shapes)
         layer.built = True
-    static.pop("training", None)
+    called_training = static.pop("training", None)
     try:
         with collecting_losses():  # (its add_loss terms are written with its node)
             outs, _, single = trace_call(layer, _template_of(template), static, False,
@@ -469,6 +469,7 @@ def _call_custom(layer, inputs, args, kwargs):
     node = KerasTensor((), outs[0].dtype, "layer", (layer, tuple(flat), True),
                        dict(static, _template=_template_of(template)), where=where)
     node.n_outputs = len(outs)
+    node.call_training = called_training  # (a GAN's train_step reads it: tape_steps.py)
     if not layer._in_shape:
         ins = [t.shape[1:] for t in flat]
         outs_ = [o.shape[1:] for o in outs]
@@ -476,6 +477,8 @@ def _call_custom(layer, inputs, args, kwargs):
         layer._out_shape = outs_[0] if single else outs_
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
+    for r in results:  # (a GAN's discriminator called on generated and real rows, concatenated)
+        follow_first_axis(r, flat[0])
     _record_first_call(layer, flat, results[0] if single else results)
     masks = _output_masks(layer, inputs, in_mask, len(results), KerasTensor)
     if all(m is None for m in masks):

@@ -407,7 +407,10 @@ class BinaryCrossentropy(_SmoothedCrossentropy):
     def per_sample(self, y, p):
         t = self._labels(y, p)
         if self.from_logits:
-            return f"mean(relu({p}) - {p} * {t} + log1p(exp(-abs({p}))), axis=-1)"
+            # max(p, 0) written (p + |p|) / 2: the same values, and at p = 0 (a zero input
+            # row through zero biases) the gradient sigmoid(0) - t, as Keras's log-sigmoid
+            # form gives (relu's would be -t there)
+            return f"mean(0.5 * ({p} + abs({p})) - {p} * {t} + log1p(exp(-abs({p}))), axis=-1)"
         q = f"clip({p}, {_EPS}, {1 - 1e-7!r})"
         return f"-mean({t} * log({q}) + (1.0 - {t}) * log(1.0 - {q}), axis=-1)"
 
@@ -415,7 +418,7 @@ class BinaryCrossentropy(_SmoothedCrossentropy):
         K, s = _ops(), self.label_smoothing
         t = y if not s else y * (1 - s) + 0.5 * s
         if self.from_logits:
-            return K.mean(K.relu(p) - p * t + K.log1p(K.exp(-K.abs(p))), axis=-1)
+            return K.mean(0.5 * (p + K.abs(p)) - p * t + K.log1p(K.exp(-K.abs(p))), axis=-1)
         q = K.clip(p, 1e-7, 1 - 1e-7)
         return -K.mean(t * K.log(q) + (1.0 - t) * K.log(1.0 - q), axis=-1)
 

@@ -283,6 +283,9 @@ class GradientTape:
 
     def __init__(self, persistent=False, watch_accessed_variables=True):
         self.persistent = persistent
+        self.watch_accessed_variables = watch_accessed_variables
+        self._watched: list = []
+        self._used = False
 
     def __enter__(self):
         return self
@@ -291,7 +294,16 @@ class GradientTape:
         return False
 
     def watch(self, tensor):
-        """Keras's: every weight the step reads is watched already."""
+        """Keras's: every weight the step reads is watched already (unless the
+        tape was made with watch_accessed_variables=False: then only these)."""
+        self._watched += list(tensor) if isinstance(tensor, (list, tuple)) else [tensor]
+
+    def _watched_keys(self, trace):
+        """The weights a tape made with watch_accessed_variables=False
+        watches (None: every weight the step reads)."""
+        if self.watch_accessed_variables:
+            return None
+        return {trace.key_of(v, "GradientTape.watch") for v in self._watched}
 
     def gradient(self, target, sources, output_gradients=None, unconnected_gradients=None):
         trace = _ACTIVE.get()
@@ -302,6 +314,12 @@ class GradientTape:
         if output_gradients is not None:
             raise NotImplementedError(f"[GradientTape.gradient] output_gradients is not "
                                       f"supported (at {user_location()})")
+        if getattr(trace, "multi_update", False):  # a step training sub-models (tape_steps.py)
+            if self._used and not self.persistent:
+                raise RuntimeError("A non-persistent GradientTape can only be used to compute "
+                                   "one set of gradients (or jacobians)")  # (TensorFlow's)
+            self._used = True
+            return trace.tape_gradient(self, target, sources)
         return trace.gradient(target, sources)
 
 

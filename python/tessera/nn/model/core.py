@@ -32,8 +32,9 @@ from ..registry import is_model
 from ..saving import (_architecture, load_weights_into, model_from_config, model_to_json,
                       save_file, save_model)
 from ..step_overrides import overridden_step
+from ..tape_steps import adopt_sublayers, uses_tape_steps
 from ..string_inputs import split_fronts, split_group_fronts
-from ..symbolic import GraphWriter, KerasTensor, stand_in_input
+from ..symbolic import GraphWriter, KerasTensor, stand_in_input, user_location
 from .. import tree as _tree
 from ..varlen import VarLenMixin
 from ..zero import ZeroMixin
@@ -312,12 +313,13 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         shapes = [tuple(s) for s in shapes] if multi else [tuple(shapes)]
         shapes = [s[1:] if s and s[0] is None else s for s in shapes]
         if type(self).call is Model.call and overridden_step(self, "train_step"):
+            # (fit runs its train_step without building it: tape_steps.py)
             raise NotImplementedError(
-                f"[fit] {type(self).__name__} overrides train_step but defines no call: tessera "
-                "traces a train_step around the model's own call (its inputs and weights), so a "
-                "step that only trains sub-models, each with its own GradientTape and optimizer "
-                "(a GAN's), is not supported yet; Keras runs it eagerly on TensorFlow "
-                "(docs/nn.md, \"Custom training\")")
+                f"[Model.call] Model {type(self).__name__} does not have a call() method "
+                "implemented (Keras's words): its train_step trains the sub-models it holds, "
+                "which fit runs (docs/nn.md, \"GANs\"); evaluate, predict and calling the "
+                "model need a call, as in Keras; call its sub-models instead "
+                f"(at {user_location()})")
         inputs = [stand_in_input(s, dtype=self._input_dtype(k)) for k, s in enumerate(shapes)]
         self.built = True
         try:
@@ -352,7 +354,23 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
     def _input_dtype(self, k: int) -> str:
         return self.dtype
 
+    def _adopt_sublayers(self) -> bool:
+        """A model with no call whose train_step trains the sub-models it
+        holds (a GAN's): its weights are theirs, in the order Keras tracks
+        them (tape_steps.py). False for any other model."""
+        if self._inputs or not uses_tape_steps(self):
+            return False
+        adopt_sublayers(self)
+        return True
+
     def _check_built(self, where: str):
+        if where in ("get_weights", "set_weights") and self._adopt_sublayers():
+            return
+        if not self._inputs and uses_tape_steps(self):
+            raise ValueError(
+                f"[{where}] {type(self).__name__} defines no call: its train_step trains the "
+                "sub-models it holds (a GAN's), and it is never built (Keras refuses to save "
+                "it too); save its sub-models (e.g. model.generator.save(path)) instead")
         if not self.built or not self._inputs:
             raise RuntimeError(f"[{where}] the model is not built: give it an input shape "
                                "(input_shape= on the first layer, nn.Input, or model.build)")
@@ -369,6 +387,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         and under pipeline stages the other stages' weights from the pipeline
         group (collectives: every member calls it)."""
         self._whole_held()
+        self._adopt_sublayers()
         arrays = {v: layer._values[p.name] for v, (layer, p) in self._owner.items()}
         return ModelWeights([self._owner[v][0]._variable(self._owner[v][1].name)
                              for v in arrays], arrays)
@@ -427,6 +446,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
     def trainable_weights(self) -> list:
         """The trainable Variables (Keras's), in the order of `weights`."""
         self._whole_held()
+        self._adopt_sublayers()
         return [self._owner[v][0]._variable(self._owner[v][1].name) for v in self._params(True)]
 
     @property
@@ -501,7 +521,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         to the one named last, `line_length` and `positions` (the columns'
         right ends, as fractions of the line or characters) size the columns."""
         print_fn = print if print_fn is None else print_fn
-        built = self.built and bool(self._inputs)
+        # a GAN (no call): its sub-models, as Keras lists them
+        built = (self.built and bool(self._inputs)) or self._adopt_sublayers()
         layers = list(self.layers)
         if layer_range is not None:
             names = [layer.name for layer in layers]

@@ -24,6 +24,7 @@ from ..checkpoints import CheckpointDir
 from ..given_batches import GivenBatches
 from ..training_state import apply_training_state, load_training_state
 from ..step_overrides import refuse_split, step_trace_for
+from ..tape_steps import fit_tape_steps, uses_tape_steps
 from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
@@ -90,6 +91,15 @@ class TrainingMixin:
         "Pipeline parallelism"."""
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
+        if uses_tape_steps(self):  # a GAN's train_step: sub-models, tapes, optimizers
+            return fit_tape_steps(
+                self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+                callbacks=callbacks, shuffle=shuffle, initial_epoch=initial_epoch,
+                steps_per_epoch=steps_per_epoch, seed=seed, validation_split=validation_split,
+                validation_data=validation_data, class_weight=class_weight,
+                sample_weight=sample_weight, resume_from=resume_from,
+                checkpoint_dir=checkpoint_dir, zero=zero, pipeline_split=pipeline_split,
+                data_parallel=data_parallel, deterministic=deterministic)
         self._check_loss_reductions()
         if nan_policy not in ("stop", "continue"):
             raise ValueError(f"[fit] nan_policy must be 'stop' or 'continue', got {nan_policy!r}")
