@@ -33,7 +33,7 @@ from ..saving import (_architecture, load_weights_into, model_from_config, model
                       save_file, save_model)
 from ..step_overrides import overridden_step
 from ..string_inputs import split_fronts, split_group_fronts
-from ..symbolic import GraphWriter, KerasTensor, stand_in_input
+from ..symbolic import GraphWriter, KerasTensor, stand_in_input, user_location
 from .. import tree as _tree
 from ..varlen import VarLenMixin
 from ..zero import ZeroMixin
@@ -211,7 +211,9 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
         leaves, top = graph_layers(outs)
-        self._layers = [l for l in leaves if l is not self]
+        # a subclassed model's own weights (add_weight in its build: the perceiver's latent
+        # array) are its first, as Keras lists them
+        self._layers = [l for l in leaves if l is not self or l.params]
         # the layers called in the graph, as Keras's model.layers lists them
         # (a user's layer as itself; _layers has its sublayers, for the weights)
         self._top_layers = [l for l in top if l is not self]
@@ -276,6 +278,16 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         """A functional or Sequential model called on symbolic tensors (as a
         layer of another model) records its graph again on them."""
         self._ensure_built_for_call(inputs)
+        keys = getattr(self, "_input_keys", None)
+        if keys and isinstance(inputs, dict):
+            # Keras: a model made on a dict of Inputs takes a dict by its keys
+            # (the perceiver's cross-attention module, called on its latent and data arrays)
+            missing = [k for k in keys if k not in inputs]
+            if missing:
+                raise ValueError(f"[{self.name}] the model's inputs are the dict keys {keys}; "
+                                 f"called with a dict without {missing} (keys "
+                                 f"{sorted(inputs)}, at {user_location()})")
+            inputs = [inputs[k] for k in keys]
         new = _as_list(inputs)
         if len(new) != len(self._inputs):
             raise ValueError(f"[{self.name}] the model has {len(self._inputs)} inputs, called "
