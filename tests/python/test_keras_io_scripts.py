@@ -20,9 +20,10 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "collaborative_filtering_movielens", "conv_lstm",
+RUNS = ["antirectifier", "approximating_non_function_mappings", "attention_mil_classification", "autoencoder", "cct", "collaborative_filtering_movielens", "conv_lstm",
         "convmixer", "customizing_saving_and_serialization", "eanet", "eeg_signal_classification",
-        "endpoint_layer_pattern", "functional_api", "image_classification_from_scratch",
+        "endpoint_layer_pattern", "functional_api", "gradient_centralization",
+        "image_classification_from_scratch",
         "image_classification_with_vision_transformer",
         "imbalanced_classification", "involution", "knowledge_distillation",
         "lstm_character_level_text_generation", "lstm_seq2seq", "memory_efficient_embeddings",
@@ -40,7 +41,7 @@ RUNS = ["antirectifier", "attention_mil_classification", "autoencoder", "cct", "
         "timeseries_classification_from_scratch", "timeseries_traffic_forecasting",
         "timeseries_weather_forecasting", "token_learner",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
-        "vae", "working_with_rnns", "writing_your_own_callbacks"]
+        "vae", "wide_deep_cross_networks", "working_with_rnns", "writing_your_own_callbacks"]
 
 
 def test_every_script_is_listed():
