@@ -1,7 +1,7 @@
 # Modeled on keras-io examples/vision/gradient_centralization.py (Keras 3 form: ops.mean in the
 # optimizer subclass's get_gradients, layers.Rescaling, the augmentation Sequential called with
 # training=True); written for tessera. In place of tensorflow_datasets' Horses or Humans and
-# tf.data: 192 training and 64 test uint8 images of 80x80 (300x300 there), a bright figure
+# tf.data: 128 training and 64 test uint8 images of 100x100 (300x300 there), a bright figure
 # on the left half for a horse and on the right half for a human (a vertical flip keeps the
 # class; the example's "horizontal_and_vertical" flip becomes "vertical"), served in batches of
 # 32 (128) by a keras.utils.PyDataset that rescales, shuffles and augments as the example's
@@ -18,7 +18,7 @@ from tessera.nn import ops
 from tessera.nn.optimizers import RMSprop
 
 num_classes = 2
-input_shape = (80, 80, 3)
+input_shape = (100, 100, 3)
 batch_size = 32
 
 rng = np.random.default_rng(0)
@@ -27,14 +27,14 @@ rng = np.random.default_rng(0)
 def horses_or_humans(n):
     labels = rng.integers(0, num_classes, n)
     images = rng.integers(0, 120, (n,) + input_shape)
-    rows = rng.integers(10, 45, n)
-    cols = rng.integers(5, 15, n) + 40 * labels
+    rows = rng.integers(10, 60, n)
+    cols = rng.integers(5, 25, n) + 50 * labels
     for i in range(n):
         images[i, rows[i]:rows[i] + 30, cols[i]:cols[i] + 20] += 120
     return images.astype(np.uint8), labels.astype(np.int64)
 
 
-(train_images, train_labels), (test_images, test_labels) = (horses_or_humans(192),
+(train_images, train_labels), (test_images, test_labels) = (horses_or_humans(128),
                                                               horses_or_humans(64))
 print(f"Image shape: {train_images.shape[1:]}")
 print(f"Training images: {len(train_images)}")

@@ -217,12 +217,15 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         # the layers called in the graph, as Keras's model.layers lists them
         # (a user's layer as itself; _layers has its sublayers, for the weights)
         self._top_layers = [l for l in top if l is not self]
-        if any(l is self for l in top):  # a subclassed model: its tracked sublayers (Keras's)
+        subclassed = any(l is self for l in top)
+        if subclassed:  # a subclassed model: its tracked sublayers (Keras's)
             self._top_layers = self._sublayers()
         # Keras lists a functional model's inputs first, as InputLayers
-        # (model.layers[0], get_layer("input_name"), summary's first rows).
-        self._input_layers = [InputLayer(input_tensor=t, name=t.name or getattr(
-            t, "input_layer_name", None)) for t in given]
+        # (model.layers[0], get_layer("input_name"), summary's first rows); a subclassed
+        # model has none (its layers are its sublayers: model.layers[0] is the first)
+        self._input_layers = [] if subclassed else [
+            InputLayer(input_tensor=t, name=t.name or getattr(t, "input_layer_name", None))
+            for t in given]
         for t, layer in zip(given, self._input_layers):
             t.name = layer.name  # an unnamed Input takes its layer's ("input_layer_3"), as
             #                      Keras's do, so a saved config rebuilds the same names
