@@ -117,6 +117,9 @@ def test_subclassed_models_own_weight_trains_as_keras(keras):
     tm, km = _perceiver_like(tn), _perceiver_like(keras)
     tm(x[:2]), km(x[:2])
     assert [np.shape(w) for w in tm.weights] == [np.shape(w) for w in km.weights]
+    # its layers are its tracked sublayers, as Keras's (no InputLayer first)
+    order = [[m.embed.name, m.cross.name, m.head.name] for m in (tm, km)]
+    assert [[l.name for l in m.layers] for m in (tm, km)] == order
     assert tm.count_params() == km.count_params()
     _same_weights(tm, km)
     for m, lib in ((tm, tn), (km, keras)):
