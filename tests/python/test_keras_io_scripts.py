@@ -113,3 +113,6 @@ def test_keras_source_changes_only_the_imports():
     assert driver.keras_source(text) == (
         "import numpy as np\nimport keras\nfrom keras import layers, ops\n"
         "x = keras.layers.Dense(2)  # tessera.nn stays in comments\n")
+    # gradient_centralization's `from tensorflow.keras.optimizers import RMSprop`, in its form
+    assert driver.keras_source("from tessera.nn.optimizers import RMSprop\n") == \
+        "from keras.optimizers import RMSprop\n"
