@@ -48,6 +48,24 @@ def test_stft_spectrogram_takes_signals_of_unknown_length_as_keras(keras):
                                        rtol=2e-4, atol=2e-4)
 
 
+@pytest.mark.parametrize("data_format", ["channels_last", "channels_first"])
+def test_stft_spectrogram_shapes_of_unknown_length_are_keras(keras, data_format):
+    """Every mode and layout on a signal of unknown length: Keras's symbolic shapes, and
+    the values of a length met."""
+    shape = (None, 2) if data_format == "channels_last" else (2, None)
+    x = RNG.normal(size=(2, 200, 2) if data_format == "channels_last" else (2, 2, 200))
+    for mode in ("log", "stft", "magnitude"):
+        for expand_dims in (False, True):
+            kw = dict(mode=mode, frame_length=16, frame_step=8, fft_length=32,
+                      expand_dims=expand_dims, data_format=data_format, padding="same")
+            tm = tn.Sequential([tn.Input(shape), tn.layers.STFTSpectrogram(**kw)])
+            km = keras.Sequential([keras.Input(shape), keras.layers.STFTSpectrogram(**kw)])
+            assert tm.output_shape == km.output_shape, kw
+            np.testing.assert_allclose(tm.predict(x.astype("float32"), verbose=0),
+                                       km.predict(x.astype("float32"), verbose=0),
+                                       rtol=2e-4, atol=2e-4, err_msg=str(kw))
+
+
 def test_stft_spectrogram_eager_call_is_keras(keras):
     """stft's plots: the layer called on one signal, then NumPy's .T and concatenate."""
     wave = RNG.normal(size=(1, 400, 1)).astype("float32")
