@@ -31,7 +31,8 @@ import numpy as np
 def keras_source(text):
     """The script as a Keras user writes it: only the two import forms change."""
     text = re.sub(r"^import tessera\.nn as keras$", "import keras", text, flags=re.M)
-    return re.sub(r"^from tessera\.nn import ", "from keras import ", text, flags=re.M)
+    # (`from tessera.nn.optimizers import RMSprop`: `from keras.optimizers import RMSprop`)
+    return re.sub(r"^from tessera\.nn(\.\w+)? import ", r"from keras\1 import ", text, flags=re.M)
 
 
 def _number(v):

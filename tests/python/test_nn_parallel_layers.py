@@ -48,7 +48,9 @@ def test_one_member_is_the_plain_model(group, dropout):
     np.testing.assert_allclose(h_par["loss"], h_ref["loss"], rtol=1e-12)
     assert h_par["accuracy"] == h_ref["accuracy"]
     for a, b in zip(par.get_weights(), ref.get_weights()):
-        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+        # (atol: the key bias, whose gradient is zero in exact arithmetic (softmax ignores a
+        # shift), holds only rounding noise of order 1e-12)
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-11)
 
 
 def test_cross_entropy_and_accuracy_match_keras_with_sample_weights():

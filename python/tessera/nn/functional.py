@@ -369,6 +369,8 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
     takes them); their placeholders follow the inputs' in the list."""
     flat = [t for t in _flatten(template) if isinstance(t, KerasTensor)]
     ph = _placeholders([t.shape for t in flat], [t.dtype for t in flat])
+    for p, t in zip(ph, flat):
+        follow_first_axis(p, t)  # (an input of batch * windows rows keeps their count)
     mask_ph = []
     for p, m in zip(ph, input_masks or ()):
         if m is not None:
@@ -477,7 +479,10 @@ def _call_custom(layer, inputs, args, kwargs):
         layer._out_shape = outs_[0] if single else outs_
     results = [KerasTensor(o.shape, o.dtype, "item", (node, k), where=where)
                for k, o in enumerate(outs)]
-    for r in results:  # (a GAN's discriminator called on generated and real rows, concatenated)
+    for r in results:
+        # (a GAN's discriminator called on generated and real rows concatenated; swin's
+        # window attention on (batch * windows, tokens, channels): the reshape back needs
+        # its output's first axis to be the windows')
         follow_first_axis(r, flat[0])
     _record_first_call(layer, flat, results[0] if single else results)
     masks = _output_masks(layer, inputs, in_mask, len(results), KerasTensor)
@@ -610,7 +615,9 @@ def _template_of(template):
     """The call's structure with tensors replaced by shape-only stand-ins."""
     def strip(t):
         if isinstance(t, KerasTensor):
-            return KerasTensor(t.shape, t.dtype, "input")
+            stripped = KerasTensor(t.shape, t.dtype, "input")
+            follow_first_axis(stripped, t)
+            return stripped
         if isinstance(t, (list, tuple)):
             return type(t)(strip(v) for v in t)
         if isinstance(t, dict):
@@ -897,6 +904,8 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     it = iter(sym)
 
     def rebuild(v):
+        if isinstance(v, dict):  # (a model of a dict of Inputs called on a dict of arrays)
+            return {k: rebuild(u) for k, u in v.items()}
         if isinstance(v, (list, tuple)):
             return type(v)(rebuild(u) for u in v)
         return next(it)

@@ -22,6 +22,7 @@ shape[0], a 2-d (Dense kernel) shape (in, out), and a convolution kernel
 
 from __future__ import annotations
 
+import copy
 import difflib
 import math
 import numbers
@@ -45,9 +46,14 @@ __all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUn
 _DTYPES = ("float32", "float64", "float16")
 
 
-def compute_fans(shape) -> Tuple[int, int]:
-    """(fan_in, fan_out) of a weight shape, as Keras computes them."""
+def compute_fans(shape, input_axes=None, output_axes=None) -> Tuple[int, int]:
+    """(fan_in, fan_out) of a weight shape, as Keras computes them: with
+    input_axes and output_axes (an EinsumDense kernel's), the products of the
+    sizes of those axes."""
     shape = tuple(int(d) for d in shape)
+    if input_axes is not None and output_axes is not None:
+        return (math.prod(shape[a] for a in input_axes),
+                math.prod(shape[a] for a in output_axes))
     if len(shape) < 1:
         return 1, 1
     if len(shape) == 1:
@@ -90,6 +96,28 @@ def _seed(cls: str, seed) -> Optional[int]:
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise ValueError(f"[{cls}] seed must be None or an int >= 0, got {seed!r}")
     return int(seed)
+
+
+def _axes(cls: str, name: str, axes) -> Optional[list]:
+    if axes is None:
+        return None
+    try:
+        out = [operator.index(a) for a in axes]
+    except TypeError:
+        raise TypeError(f"[{cls}] {name} must be None or a list of ints, got {axes!r}") from None
+    if any(isinstance(a, bool) for a in axes):
+        raise TypeError(f"[{cls}] {name} must be None or a list of ints, got {axes!r}")
+    return out
+
+
+def _with_fan_axes(init, input_axes, output_axes):
+    """An EinsumDense kernel's initializer: a VarianceScaling family one (a name or an
+    object) takes its fans from the kernel's input and output axes, as Keras's; any
+    other is returned as given."""
+    resolved = get(init) if isinstance(init, str) else init
+    if isinstance(resolved, VarianceScaling):
+        return resolved.with_axes(input_axes, output_axes)
+    return init
 
 
 def _number(cls: str, name: str, value, positive: bool = False) -> float:
@@ -286,8 +314,11 @@ class VarianceScaling(Initializer):
     _modes = ("fan_in", "fan_out", "fan_avg")
     _distributions = ("truncated_normal", "untruncated_normal", "uniform")
 
-    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None):
+    def __init__(self, scale=1.0, mode="fan_in", distribution="truncated_normal", seed=None,
+                 input_axes=None, output_axes=None):
         cls = type(self).__name__
+        self.input_axes = _axes(cls, "input_axes", input_axes)
+        self.output_axes = _axes(cls, "output_axes", output_axes)
         self.scale = _number(cls, "scale", scale, positive=True)
         mode = mode.lower() if isinstance(mode, str) else mode
         if mode not in self._modes:
@@ -302,7 +333,11 @@ class VarianceScaling(Initializer):
         self.seed = _seed(cls, seed)
 
     def _generate(self, shape, dtype, seed):
-        fan_in, fan_out = compute_fans(shape)
+        axes = (self.input_axes, self.output_axes)
+        if None not in axes and any(not -len(shape) <= a < len(shape) for a in sum(axes, [])):
+            raise ValueError(f"[{type(self).__name__}] input_axes {axes[0]} / output_axes "
+                             f"{axes[1]} do not fit a weight of shape {tuple(shape)}")
+        fan_in, fan_out = compute_fans(shape, *axes)
         fan = {"fan_in": fan_in, "fan_out": fan_out,
                "fan_avg": (fan_in + fan_out) / 2.0}[self.mode]
         scale = self.scale / max(1.0, fan)
@@ -316,19 +351,35 @@ class VarianceScaling(Initializer):
 
     def get_config(self):
         return {"class": "VarianceScaling", "scale": self.scale, "mode": self.mode,
-                "distribution": self.distribution, "seed": self.seed}
+                "distribution": self.distribution, "seed": self.seed, **self._axes_config()}
+
+    def _axes_config(self) -> dict:
+        return {k: v for k, v in (("input_axes", self.input_axes),
+                                  ("output_axes", self.output_axes)) if v is not None}
+
+    def with_axes(self, input_axes, output_axes):
+        """This initializer with the fans of an EinsumDense kernel's axes, unless it
+        has axes of its own (Keras's EinsumDense._update_kernel_initializer: the
+        query projection (dim, heads, size) of MultiHeadAttention has fan_in dim and
+        fan_out heads * size). A copy: the same seed, the same draws otherwise."""
+        if self.input_axes is not None and self.output_axes is not None:
+            return self
+        clone = copy.copy(self)
+        clone.input_axes, clone.output_axes = list(input_axes), list(output_axes)
+        return clone
 
 
 class _Fixed(VarianceScaling):
-    """A VarianceScaling preset: only the seed is an argument."""
+    """A VarianceScaling preset: only the seed (and Keras's fan axes) are arguments."""
 
     _preset = (1.0, "fan_in", "truncated_normal")
 
-    def __init__(self, seed=None):
-        super().__init__(*self._preset, seed=seed)
+    def __init__(self, seed=None, input_axes=None, output_axes=None):
+        super().__init__(*self._preset, seed=seed, input_axes=input_axes,
+                         output_axes=output_axes)
 
     def get_config(self):
-        return {"class": type(self).__name__, "seed": self.seed}
+        return {"class": type(self).__name__, "seed": self.seed, **self._axes_config()}
 
 
 class GlorotUniform(_Fixed):

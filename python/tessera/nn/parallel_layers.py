@@ -102,7 +102,8 @@ class ParallelMultiHeadAttention(_FromLayer, _SplitLayer, MultiHeadAttention):
         self._span = _span(self.extents, self.tensor_rank)
 
     def _param(self, name, shape, init, regularizer):
-        return self._sliced(name, shape, self._split_axis.get(name), init)
+        return self._sliced(name, shape, self._split_axis.get(name),
+                            self._fan_axes(name, shape, init))
 
     def _heads_here(self) -> int:
         return self.extents[self.tensor_rank]

@@ -142,8 +142,9 @@ class STFTSpectrogram(Layer):
         if len(shape) != 3:
             raise ValueError(f"[STFTSpectrogram] layer {self.name!r} expects inputs of shape "
                              f"(batch, time, channels) (rank 3), got shape {tuple(shape)}")
-        _known_time(self, x, 1 if self.data_format == "channels_last" else 2,
-                    "Input((time, channels))")
+        time_axis = 1 if self.data_format == "channels_last" else 2
+        if isinstance(x, KerasTensor) and x.shape[time_axis] is None:
+            return self._unknown_length_output(x, time_axis)
         real = self._convolve(x, self.real_kernel) if self.mode != "imag" else None
         imag = self._convolve(x, self.imag_kernel) if self.mode != "real" else None
         if self.mode == "real":
@@ -163,6 +164,21 @@ class STFTSpectrogram(Layer):
         if self.mode == "magnitude":
             return magnitude
         return kops.log(kops.maximum(magnitude, _EPSILON))
+
+    def _unknown_length_output(self, x, time_axis):
+        """The output's shape while a model whose time axis has no length yet is
+        recorded (Keras's Input((None, 1))): the frames' axis is unknown too. The
+        stand-in signals are shorter than a frame, so nothing is convolved here;
+        the model's programs are written for each length met (varlen.py), where
+        this call is traced again on the signal's length and computes."""
+        shape = self.compute_output_shape(tuple(x.shape))
+        frames = shape.index(None, 1)
+        signal = x[:, :, 0] if time_axis == 1 else x[:, 0, :]
+        along_time = kops.multiply(signal, 0)  # (batch, time): zeros
+        index = (slice(None),) + tuple(slice(None) if a == frames else None
+                                       for a in range(1, len(shape)))
+        rest = tuple(1 if a in (0, frames) else d for a, d in enumerate(shape))
+        return kops.add(along_time[index], kops.zeros(rest[1:], dtype=kops.dtype(x)))
 
     def compute_output_shape(self, input_shape):
         last = self.data_format == "channels_last"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from .. import initializers
 from .base import Layer, Param, _activation, _apply, _fans, _initializer, _regularizer
 
 __all__ = ["EinsumDense"]
@@ -121,7 +122,12 @@ class EinsumDense(Layer):
 
     def compute_output_shape(self, s):
         kernel, bias, out = self._analyze(s)
-        self.params = [Param("kernel", kernel, self.kernel_initializer, *_fans(kernel),
+        # Keras's fans: the kernel's axes named in the output spec are its fan_out
+        _, ws, outs, _ = self._specs
+        out_axes = [i for i, d in enumerate(ws) if d in outs]
+        in_axes = [i for i, d in enumerate(ws) if d not in outs]
+        init = initializers._with_fan_axes(self.kernel_initializer, in_axes, out_axes)
+        self.params = [Param("kernel", kernel, init, *_fans(kernel),
                              regularizer=self.kernel_regularizer)]
         if bias is not None:
             self.params.append(Param("bias", bias, self.bias_initializer,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+from .. import initializers
 from ..symbolic import KerasTensor, next_name
 from .attention import call_flags
 from .base import Layer, Param, _initializer, _positive, _regularizer
@@ -230,7 +231,18 @@ class MultiHeadAttention(Layer):
 
     # Hooks for the layer split by heads (tessera.nn.parallel_layers).
     def _param(self, name, shape, init, regularizer):
-        return Param(name, shape, init, regularizer=regularizer)
+        return Param(name, shape, self._fan_axes(name, shape, init), regularizer=regularizer)
+
+    @staticmethod
+    def _fan_axes(name, shape, init):
+        """A kernel's initializer with Keras's fans: its projections are EinsumDense
+        layers, whose kernels take their fans from the einsum's axes: (dim | heads,
+        size), the output's (heads, size | dim)."""
+        if not name.endswith("_kernel"):
+            return init
+        inputs = [0, 1] if name == "output_kernel" else [0]
+        return initializers._with_fan_axes(init, inputs,
+                                           [a for a in range(len(shape)) if a not in inputs])
 
     def _heads_here(self) -> int:
         """The heads this layer computes (all of them here)."""

@@ -212,16 +212,21 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
         leaves, top = graph_layers(outs)
-        self._layers = [l for l in leaves if l is not self]
+        # a subclassed model's own weights (add_weight in its build: the perceiver's latent
+        # array) are its first, as Keras lists them
+        self._layers = [l for l in leaves if l is not self or l.params]
         # the layers called in the graph, as Keras's model.layers lists them
         # (a user's layer as itself; _layers has its sublayers, for the weights)
         self._top_layers = [l for l in top if l is not self]
-        if any(l is self for l in top):  # a subclassed model: its tracked sublayers (Keras's)
+        subclassed = any(l is self for l in top)
+        if subclassed:  # a subclassed model: its tracked sublayers (Keras's)
             self._top_layers = self._sublayers()
         # Keras lists a functional model's inputs first, as InputLayers
-        # (model.layers[0], get_layer("input_name"), summary's first rows).
-        self._input_layers = [InputLayer(input_tensor=t, name=t.name or getattr(
-            t, "input_layer_name", None)) for t in given]
+        # (model.layers[0], get_layer("input_name"), summary's first rows); a subclassed
+        # model has none (its layers are its sublayers: model.layers[0] is the first)
+        self._input_layers = [] if subclassed else [
+            InputLayer(input_tensor=t, name=t.name or getattr(t, "input_layer_name", None))
+            for t in given]
         for t, layer in zip(given, self._input_layers):
             t.name = layer.name  # an unnamed Input takes its layer's ("input_layer_3"), as
             #                      Keras's do, so a saved config rebuilds the same names
@@ -277,6 +282,16 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         """A functional or Sequential model called on symbolic tensors (as a
         layer of another model) records its graph again on them."""
         self._ensure_built_for_call(inputs)
+        keys = getattr(self, "_input_keys", None)
+        if keys and isinstance(inputs, dict):
+            # Keras: a model made on a dict of Inputs takes a dict by its keys
+            # (the perceiver's cross-attention module, called on its latent and data arrays)
+            missing = [k for k in keys if k not in inputs]
+            if missing:
+                raise ValueError(f"[{self.name}] the model's inputs are the dict keys {keys}; "
+                                 f"called with a dict without {missing} (keys "
+                                 f"{sorted(inputs)}, at {user_location()})")
+            inputs = [inputs[k] for k in keys]
         new = _as_list(inputs)
         if len(new) != len(self._inputs):
             raise ValueError(f"[{self.name}] the model has {len(self._inputs)} inputs, called "
