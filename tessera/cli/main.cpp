@@ -75,6 +75,8 @@ std::string error_kind(std::exception_ptr e) {
     return "TypeError";
   } catch (const MemoryError&) {
     return "MemoryError";
+  } catch (const AttributeError&) {
+    return "AttributeError";
   } catch (const std::invalid_argument&) {
     return "ValueError";
   } catch (const std::out_of_range&) {

@@ -39,6 +39,9 @@ void rethrow_with_location(std::exception_ptr error, const SourceLoc& loc) {
     throw MemoryError(located(e.what(), loc));
   } catch (const Interrupted&) {
     throw;  // where it stopped is not an error of that line
+  } catch (const AttributeError& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw AttributeError(located(e.what(), loc));
   } catch (const std::invalid_argument& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw std::invalid_argument(located(e.what(), loc));

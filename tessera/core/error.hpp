@@ -33,6 +33,13 @@ class TypeError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// An attribute a value does not have (Python's AttributeError: `t.append(v)`
+// on a tuple).
+class AttributeError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 // A key missing from a dict (Python's KeyError; an out_of_range so that C++
 // callers may treat it as any failed lookup).
 class KeyError : public std::out_of_range {

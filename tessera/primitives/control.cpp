@@ -64,7 +64,10 @@ Value range_list(Args& a) {
 }
 
 Value append(Args& a) {
-  a.list(0);  // a TypeError for anything but a list
+  a.list(0);  // a TypeError for anything but a list (or a tuple)
+  if (a[0].is_tuple())
+    throw AttributeError("[append] 'tuple' object has no attribute 'append' (tuples cannot grow: "
+                         "make it a list, or build a new tuple with t + (v,))");
   Value list = a.take(0);
   if (List* items = list.unique_list()) {  // held by nobody else: extended in place
     items->push_back(a[1]);

@@ -151,6 +151,8 @@ void translate(std::exception_ptr error) {
     PyErr_SetString(PyExc_MemoryError, "[tessera] out of memory (std::bad_alloc)");
   } catch (const std::length_error& e) {
     PyErr_SetString(PyExc_MemoryError, e.what());
+  } catch (const AttributeError& e) {
+    PyErr_SetString(PyExc_AttributeError, e.what());
   } catch (const KeyError& e) {
     PyErr_SetString(PyExc_KeyError, e.what());
   } catch (const std::out_of_range& e) {

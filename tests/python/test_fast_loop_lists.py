@@ -105,6 +105,23 @@ def test_list_loops_agree_with_python(f, args, threads):
     check(f, *args)
 
 
+def append_to_tuple(n):
+    t = (1, 2)
+    for i in range(n):
+        t.append(i * 2.0)
+    return t
+
+
+def test_append_to_a_tuple_is_pythons_attribute_error(threads):
+    with pytest.raises(AttributeError) as e:
+        append_to_tuple(3)
+    with pytest.raises(AttributeError) as e:
+        tessera.jit(append_to_tuple)(3)
+    line = append_to_tuple.__code__.co_firstlineno + 3
+    assert "'tuple' object has no attribute 'append'" in str(e.value)
+    assert f"test_fast_loop_lists.py:{line}" in str(e.value)
+
+
 def test_the_callers_list_gets_the_appends():
     xs = [1, 2, 3]
     assert tessera.jit(appends_to_argument)(xs, 5) == 8
