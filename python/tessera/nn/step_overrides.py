@@ -255,15 +255,18 @@ class StepGradient:
     of the tape's target for one weight, for optimizer.apply (or
     apply_gradients) only."""
 
+    # Where such a gradient may go (the refusal's message).
+    APPLY = "self.optimizer.apply(grads, weights) (or apply_gradients)"
+
     def __init__(self, trace, var: str):
         self.trace, self.var = trace, var
 
     def _refuse(self, *args, **kwargs):
         raise NotImplementedError(
             f"[GradientTape.gradient] the gradients of a traced train_step can only be passed "
-            f"to self.optimizer.apply(grads, weights) (or apply_gradients) as they are; "
-            f"computing with them (clipping, scaling) is not supported yet: set the "
-            f"optimizer's clipnorm/clipvalue instead (at {user_location()})")
+            f"to {self.APPLY} as they are; computing with them (clipping, scaling) is not "
+            f"supported yet: set the optimizer's clipnorm/clipvalue instead "
+            f"(at {user_location()})")
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
     __truediv__ = __rtruediv__ = __neg__ = __pow__ = __array__ = _refuse

@@ -37,7 +37,7 @@ from .functional import carried_mask_exprs, graph_layers
 from .layers import Context
 from .metric_base import Metric
 from .program_constants import compile_program
-from .step_overrides import _ACTIVE, _user_override
+from .step_overrides import _ACTIVE, StepGradient, _user_override
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor, user_location
 from .variables import tracing
 
@@ -63,23 +63,16 @@ def _mark() -> int:
     return KerasTensor((), "float32", "input").id
 
 
-class TapeGradient:
+class TapeGradient(StepGradient):
     """What GradientTape.gradient gives in a traced multi-update step: the
     gradient of phase `phase`'s loss for its source `index`, for an
-    optimizer's apply_gradients/apply only."""
+    optimizer's apply_gradients/apply only (any arithmetic refused as
+    StepGradient's)."""
 
-    def __init__(self, trace, phase: int, index: int, key):
+    APPLY = "an optimizer's apply_gradients (or apply)"
+
+    def __init__(self, trace, phase: int, index: int, key):  # its own fields, not a var name
         self.trace, self.phase, self.index, self.key = trace, phase, index, key
-
-    def _refuse(self, *args, **kwargs):
-        raise NotImplementedError(
-            f"[GradientTape.gradient] the gradients of a traced train_step can only be passed "
-            f"to an optimizer's apply_gradients (or apply) as they are; computing with them "
-            f"(clipping, scaling) is not supported yet: set the optimizer's clipnorm/clipvalue "
-            f"instead (at {user_location()})")
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
-    __truediv__ = __rtruediv__ = __neg__ = __pow__ = __array__ = _refuse
 
     def __repr__(self):
         return f"<gradient of {self.trace.var_of[self.key]} in a traced train_step>"
