@@ -176,18 +176,12 @@ def test_the_callers_tuple_is_unchanged_and_the_last_one_is_returned():
     assert type(got[2]) is int and type(got[1]) is float
 
 
-def test_the_step_is_not_built_as_a_tuple_each_turn():
-    # rk4 at 20,000 steps: the general evaluation builds ~10 tuples a step
-    # (tens of us); registers take well under a second for the whole run.
-    import time
-
+def test_a_run_across_native_checkpoints_matches_python():
+    # 20,000 steps: past the native code's checkpoint every 16,384 turns, where
+    # the tuple's item registers go back to the interpreter's state and on.
     g = tessera.jit(rk4_oscillator)
-    g(1.0, 0.0, 2.0, 0.1, 0.01, 10)
-    t0 = time.perf_counter()
     ys = g(1.0, 0.0, 2.0, 0.1, 0.01, 20000)
-    elapsed = time.perf_counter() - t0
     np.testing.assert_allclose(ys, rk4_oscillator(1.0, 0.0, 2.0, 0.1, 0.01, 20000), rtol=1e-12)
-    assert elapsed < 5.0  # a hang guard only: speed is measured in bench/
 
 
 _SCRIPT = cases_script("test_fast_loop_tuples", "t.CASES")
