@@ -196,9 +196,11 @@ def main():
     print(f"load average at end: {fair.load_average()}")
     print("| side | first epoch (trace, compile) s | epoch s (median, range) | per step ms |")
     print("| --- | --- | --- | --- |")
+    label = {"tessera": f"tessera fit ({args.threads} thread(s))",
+             "keras-jax": f"Keras-JAX, one jax.jit stateless step (XLA {args.threads} thread(s))"}
     for name in ("tessera", "keras-jax"):
         ts = times[name]
-        print(f"| {name} | {first[name]:.2f} | {fair.med(ts):.3f} ({fair.spread(ts)}) | "
+        print(f"| {label[name]} | {first[name]:.2f} | {fair.med(ts):.3f} ({fair.spread(ts)}) | "
               f"{1000 * fair.med(ts) / args.batches:.1f} |")
     print(f"tessera/Keras-JAX = {fair.med(times['tessera']) / fair.med(times['keras-jax']):.2f}")
 
