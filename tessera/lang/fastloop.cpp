@@ -665,10 +665,15 @@ int32_t FastLoop::Impl::place_object(Value v, State& st) {
     const int32_t i = st.free_objects.back();
     st.free_objects.pop_back();
     st.objects[static_cast<size_t>(i)] = std::move(v);
+    st.object_epoch[static_cast<size_t>(i)] = st.epoch;
+    st.object_logged[static_cast<size_t>(i)] = 0;
     return i;
   }
   if (st.objects.size() >= kMaxArrays) throw BAIL;
   st.objects.push_back(std::move(v));
+  st.object_epoch.resize(st.objects.size(), 0);
+  st.object_logged.resize(st.objects.size(), 0);
+  st.object_epoch.back() = st.epoch;
   return static_cast<int32_t>(st.objects.size() - 1);
 }
 
@@ -1069,23 +1074,39 @@ Reg FastLoop::Impl::append(const FNode& n, State& st) const {
   if (v.k == Reg::Undef || v.k == Reg::Obj) throw BAIL;  // lists of lists: the general path's
   const Reg x = st.regs[n.reg];
   if (x.k != Reg::Obj) throw BAIL;
-  Value& list = st.objects[static_cast<size_t>(x.a)];
-  if (!list.is_list() || list.is_tuple()) throw BAIL;
   // Another register holding the same list would see the append (Python's
   // aliasing): left to the general path.
   for (size_t k = 0; k < st.regs.size(); ++k)
     if (static_cast<int>(k) != n.reg && st.regs[k].k == Reg::Obj && st.regs[k].a == x.a) throw BAIL;
-  if (!list.unique_list()) {
-    // Held elsewhere too (the frame's variable, a checkpoint's copy of the
-    // object): a copy of its own, the one before kept for a roll-back.
-    Value copy{List(list.as_list())};
-    st.list_undo.push_back({x.a, -2, std::move(list)});
-    list = std::move(copy);
-  }
-  list.unique_list()->push_back(to_value(v, st));
-  st.list_undo.push_back({x.a, -1, Value()});
+  if (!list_push(st, x.a, to_value(v, st))) throw BAIL;
   st.assigned[n.reg] = 1;
   return x;
+}
+
+bool FastLoop::Impl::list_push(State& st, int32_t obj, Value v) {
+  const auto o = static_cast<size_t>(obj);
+  Value& list = st.objects[o];
+  if (!list.is_list() || list.is_tuple()) return false;
+  if (st.object_epoch[o] == st.epoch && list.unique_list()) {
+    list.unique_list()->push_back(std::move(v));  // made since the checkpoint
+    return true;
+  }
+  if (st.object_logged[o] != st.epoch) {
+    // Its first change since the checkpoint: its length then (a roll-back
+    // cuts it back), one entry however many appends follow.
+    st.object_logged[o] = st.epoch;
+    st.logged_objects.push_back(obj);
+    st.list_undo.push_back({obj, static_cast<int64_t>(list.as_list().size()), Value()});
+  }
+  if (!list.unique_list()) {
+    // Held elsewhere too (the frame's variable): a copy of its own, the one
+    // before kept for a roll-back.
+    Value copy{List(list.as_list())};
+    st.list_undo.push_back({obj, -2, std::move(list)});
+    list = std::move(copy);
+  }
+  list.unique_list()->push_back(std::move(v));
+  return true;
 }
 
 Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
@@ -1473,13 +1494,18 @@ Reg FastLoop::Impl::logic(const FNode& n, State& st) const {
 void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
   for (auto it = st.list_undo.rbegin(); it != st.list_undo.rend(); ++it) {
     Value& list = st.objects[static_cast<size_t>(it->obj)];
+    const auto keep = static_cast<size_t>(it->index);
     if (it->index == -2) {
       list = std::move(it->old);
-    } else if (List* items = list.unique_list()) {
-      items->pop_back();
+    } else if (list.is_list() && list.as_list().size() > keep) {
+      if (List* items = list.unique_list())
+        items->resize(keep);
+      else
+        list = Value(List(list.as_list().begin(), list.as_list().begin() + it->index));
     }
   }
   st.list_undo.clear();
+  st.logged_objects.clear();
   for (auto it = st.undo.rbegin(); it != st.undo.rend(); ++it) {
     if (it->arr < 0) {
       auto& [target, before] = st.snapshots[static_cast<size_t>(it->offset)];
@@ -1496,6 +1522,8 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
   st.counts = st.saved_counts;
   // The arrays made since the checkpoint are released by the next sweep.
   st.objects.resize(objects_before);
+  st.object_epoch.resize(objects_before);
+  st.object_logged.resize(objects_before);
   std::erase_if(st.free_objects, [&](int32_t i) { return static_cast<size_t>(i) >= objects_before; });
   std::erase_if(st.constant_objects,
                 [&](const auto& e) { return static_cast<size_t>(e.second) >= objects_before; });
@@ -1535,7 +1563,7 @@ void FastLoop::Impl::sweep(State& st) {
   for (const Reg& r : st.saved) mark_obj(r);
   for (const Reg* r : st.roots) mark_obj(*r);
   for (const auto& c : st.constant_objects) marks[static_cast<size_t>(c.second)] = 1;
-  for (const auto& u : st.list_undo) marks[static_cast<size_t>(u.obj)] = 1;
+  for (int32_t i : st.logged_objects) marks[static_cast<size_t>(i)] = 1;
   for (int32_t i : st.free_objects) marks[static_cast<size_t>(i)] = 1;  // already free
   for (size_t i = 0; i < st.objects.size(); ++i) {
     if (marks[i]) continue;
@@ -1773,6 +1801,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     saved_last = last;
     st.undo.clear();
     st.list_undo.clear();
+    st.logged_objects.clear();
     st.snapshots.clear();
     st.snapshot_elements = 0;
     st.draws = 0;

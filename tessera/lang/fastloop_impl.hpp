@@ -274,14 +274,22 @@ struct FastLoop::Impl {
     std::vector<Value> objects;
     std::vector<int32_t> free_objects;  // released slots of `objects` (sweep)
     // Changes to lists held in `objects` since the checkpoint, undone
-    // newest first by a roll-back: an append (`index` -1) or the list a
-    // shared one was copied from (`index` -2, `old` the list before).
+    // newest first by a roll-back: a list's length before its first append
+    // (`index`; the appends since are cut off) or the list a shared one was
+    // copied from (`index` -2, `old` the list before).
     struct ListUndo {
       int32_t obj;
       int64_t index;
       Value old;
     };
     std::vector<ListUndo> list_undo;
+    // By object slot: the checkpoint (epoch) it was placed in, and the last
+    // one in which list_undo got an entry for it. A list placed since the
+    // checkpoint is appended to without a log entry (a roll-back drops it:
+    // no saved register refers to it); `logged_objects` lists the slots
+    // list_undo refers to, once each, for the sweep.
+    std::vector<uint32_t> object_epoch, object_logged;
+    std::vector<int32_t> logged_objects;
     // Constants other than numbers (a slice `:`, a string) in `objects`,
     // placed on their first evaluation: the index by constant node. A
     // rollback drops the entries placed since its checkpoint.
@@ -431,6 +439,11 @@ struct FastLoop::Impl {
   __attribute__((noinline)) Reg append(const FNode& n, State& st) const;
   // A slot of st.objects for `v` (a released one, else a new one).
   static int32_t place_object(Value v, State& st);
+  // The item `v` appended in place to the list in object slot `obj` (a list
+  // held elsewhere too copied first, the one before kept for a roll-back),
+  // the append logged: Op::Append's work, also native code's
+  // (native_list_append). False when the slot holds no list.
+  static bool list_push(State& st, int32_t obj, Value v);
   // The primitive of `n` on `vals` by the general code (compute()), after a
   // snapshot of what it writes into for one that writes.
   __attribute__((noinline)) Reg call_values(const FNode& n, std::vector<Value>& vals,

@@ -265,7 +265,10 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_pow),
                           reinterpret_cast<void*>(&native_uniform),
                           reinterpret_cast<void*>(&native_alloc),
-                          reinterpret_cast<void*>(&native_sweep)};
+                          reinterpret_cast<void*>(&native_sweep),
+                          reinterpret_cast<void*>(&native_list_new),
+                          reinterpret_cast<void*>(&native_list_append),
+                          reinterpret_cast<void*>(&native_list_len)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -410,6 +413,17 @@ struct Gen {
   std::vector<std::vector<llvm::Value*>> slot_shape, slot_stride;
   bool makes_arrays = false;        // the loop makes arrays (a sweep at each turn's start)
   llvm::Value* made_any = nullptr;  // i1 alloca: arrays made since the last sweep
+  // Lists (docs/runtime.md, "Lists built by append"): object registers hold
+  // the index of a list in the interpreter's objects (an i64 alloca in
+  // `val`), made and appended to by helpers (native_list_new/_append), so
+  // that the lists are the interpreter's own, logged for its roll-back.
+  // `held`: per register, the object it holds (-1: none), for the append's
+  // aliasing check; `sweeps`: the blocks that hand the registers to
+  // native_sweep, which get the object registers' stores once every
+  // register's kind is known (the end of build).
+  bool lists = false;
+  llvm::Value* held = nullptr;
+  std::vector<llvm::BasicBlock*> sweeps;
   std::map<int, llvm::Value*> counts;     // slot -> i64 alloca
   llvm::Value *undo_ptr = nullptr, *undo_n = nullptr, *undo_cap = nullptr;
   llvm::Value *last_k = nullptr, *last_p = nullptr;
@@ -797,6 +811,56 @@ struct Gen {
     set_array(r, t, entry, desc, -1);
   }
 
+  // A number for a helper, as a Reg ({kind, payload}) in a slot of `at`.
+  void put_reg(llvm::Value* at, int64_t k, const CV& v) {
+    llvm::Value* p = b.CreateInBoundsGEP(i64, at, b.getInt64(2 * k));
+    b.CreateStore(b.CreateZExt(kind_of(v), i64), p);
+    b.CreateStore(to_payload(v), b.CreateInBoundsGEP(i64, p, b.getInt64(1)));
+  }
+  static bool scalar_cv(const CV& v) {
+    return v.k != kDyn && is_scalar(static_cast<Reg::Kind>(v.k));
+  }
+  // [a, b], list(): a new list of numbers (native_list_new), made in the
+  // interpreter's objects (released by its sweep between turns).
+  CV new_list(const FNode& n) {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* items =
+        e.CreateAlloca(i64, e.getInt32(static_cast<uint32_t>(2 * std::max<size_t>(n.kids.size(), 1))));
+    for (size_t k = 0; k < n.kids.size(); ++k) {
+      CV v = eval(n.kids[k]);
+      if (!scalar_cv(v)) throw Refuse{"a list of what is not a number"};
+      put_reg(items, static_cast<int64_t>(k), v);
+    }
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i8p, i64}, false);
+    llvm::Value* obj = b.CreateCall(
+        ft, fptr(reinterpret_cast<void*>(&native_list_new), ft),
+        {cptr, b.CreateBitCast(items, i8p), b.getInt64(static_cast<int64_t>(n.kids.size()))});
+    bail_if(b.CreateICmpSLT(obj, b.getInt64(0)));
+    b.CreateStore(b.getTrue(), made_any);
+    return CV{Reg::Obj, obj};
+  }
+  // xs.append(v) of a number: native_list_append, which declines (a bail)
+  // what the interpreter's append leaves to the general path (no list, a
+  // list another register holds).
+  CV append(const FNode& n) {
+    CV v = eval(n.kids[0]);
+    if (!scalar_cv(v)) throw Refuse{"an append of what is not a number"};
+    CV x = read(n.reg);
+    if (x.k != Reg::Obj) throw Refuse{"an append to what is not a list"};
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* item = e.CreateAlloca(i64, e.getInt32(2));
+    put_reg(item, 0, v);
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i8p}, false);
+    llvm::Value* rc = b.CreateCall(
+        ft, fptr(reinterpret_cast<void*>(&native_list_append), ft),
+        {cptr, b.CreateBitCast(held, i8p), b.getInt64(static_cast<int64_t>(regs.size())),
+         b.getInt64(n.reg), x.v, b.CreateBitCast(item, i8p)});
+    bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    b.CreateStore(b.getInt8(1), asg[n.reg]);
+    count(n.counter);
+    return x;
+  }
+
   CV read(int r) {
     Reg::Kind k = kind[r];
     if (k == Reg::Arr) {
@@ -804,6 +868,10 @@ struct Gen {
       return CV{Reg::Arr, nullptr, nullptr, r};
     }
     if (k == Reg::Undef) throw Refuse{"a variable is read before the loop assigns it"};
+    if (k == Reg::Obj && val[r]) {  // a list's (or another object's) index
+      if (maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
+      return CV{Reg::Obj, b.CreateLoad(i64, val[r])};
+    }
     if (!is_scalar(k)) throw Refuse{std::string("a variable holds a ") + kind_name(k)};
     if (maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
     CV v{k, b.CreateLoad(type_of(k), val[r])};
@@ -824,6 +892,20 @@ struct Gen {
       // register held it since the call began (any other: the interpreter).
       bail_if(b.CreateICmpNE(apay(r), apay(v.arr)));
       b.CreateStore(b.getInt8(1), asg[r]);
+      return;
+    }
+    if (v.k == Reg::Obj) {  // a list's index (the object itself stays where it is)
+      if (kind[r] == Reg::Undef) {
+        kind[r] = Reg::Obj;
+        llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+        val[r] = e.CreateAlloca(i64);
+      }
+      if (kind[r] != Reg::Obj || !val[r] || dyn[r])
+        throw Refuse{"a variable holds a list and another kind of value"};
+      b.CreateStore(v.v, val[r]);
+      b.CreateStore(b.getTrue(), def[r]);
+      b.CreateStore(b.getInt8(1), asg[r]);
+      b.CreateStore(b.CreateTrunc(v.v, i32), b.CreateConstInBoundsGEP1_64(i32, held, r));
       return;
     }
     if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k))) {
@@ -1576,6 +1658,16 @@ struct Gen {
       count(n.slot);
       return CV{Reg::PyInt, ashape(r, 0)};
     }
+    if (n.spec->name == "len" && n.kids.size() == 1 && lists) {
+      CV v = eval_any(n.kids[0]);
+      if (v.k != Reg::Obj) throw Refuse{"len() of a value that is not an array or a list"};
+      auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
+      llvm::Value* len =
+          b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_len), ft), {cptr, v.v});
+      bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
+      count(n.slot);
+      return CV{Reg::PyInt, len};
+    }
     if ((n.spec->name == "negative" || n.spec->name == "not_") && n.kids.size() == 1)
       return negate(n);
     if (n.spec->name == "item" && n.kids.size() == 1 && !arr_var(n.kids[0])) {
@@ -1761,7 +1853,14 @@ struct Gen {
   }
 
   // ---- statements
+  // A value for an operation: a list is one only for len(), an append, an
+  // assignment, and as a statement's or the loop's value (eval_any).
   CV eval(const FNode& n) {
+    CV v = eval_any(n);
+    if (v.k == Reg::Obj) throw Refuse{"a list used other than by append, len() or assignment"};
+    return v;
+  }
+  CV eval_any(const FNode& n) {
     switch (n.op) {
       case Op::Const:
         switch (n.constant.k) {
@@ -1784,13 +1883,13 @@ struct Gen {
           alloc_into(n.reg, n.kids[0], t);
           return CV{Reg::Arr, nullptr, nullptr, n.reg};
         }
-        CV v = eval(n.kids[0]);
+        CV v = eval_any(n.kids[0]);
         write(n.reg, v);
         return v;
       }
       case Op::Block: {
         CV last{Reg::Nil};
-        for (const FNode& k : n.kids) last = eval(k);
+        for (const FNode& k : n.kids) last = eval_any(k);
         return last;
       }
       case Op::If:
@@ -1835,6 +1934,10 @@ struct Gen {
         return astype(n);
       case Op::Call:
         return call(n);
+      case Op::NewList:
+        return new_list(n);
+      case Op::Append:
+        return append(n);
       case Op::Uniform: {
         auto* t = llvm::FunctionType::get(f64, {i8p}, false);
         uniform_draws = true;
@@ -1912,10 +2015,10 @@ struct Gen {
       }
       if (then_bails) {
         bail_if(c);
-        return n.kids.size() > 2 ? eval(n.kids[2]) : CV{Reg::Nil};
+        return n.kids.size() > 2 ? eval_any(n.kids[2]) : CV{Reg::Nil};
       }
       bail_if(b.CreateNot(c));
-      return eval(n.kids[1]);
+      return eval_any(n.kids[1]);
     }
     llvm::Value* c = cond(n.kids[0]);
     llvm::BasicBlock* then_b = llvm::BasicBlock::Create(ctx, "then", fn);
@@ -1923,12 +2026,12 @@ struct Gen {
     llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "endif", fn);
     b.CreateCondBr(c, then_b, else_b);
     b.SetInsertPoint(then_b);
-    CV tv = eval(n.kids[1]);
+    CV tv = eval_any(n.kids[1]);
     llvm::BasicBlock* then_end = b.GetInsertBlock();
     b.CreateBr(done);
     b.SetInsertPoint(else_b);
     CV ev{Reg::Nil};
-    if (n.kids.size() > 2) ev = eval(n.kids[2]);
+    if (n.kids.size() > 2) ev = eval_any(n.kids[2]);
     llvm::BasicBlock* else_end = b.GetInsertBlock();
     b.CreateBr(done);
     b.SetInsertPoint(done);
@@ -2037,7 +2140,7 @@ struct Gen {
     b.CreateCondBr(cond(n.kids[0]), body, done);
     b.SetInsertPoint(body);
     loops.push_back({head, done, lk, lp});
-    CV v = eval(n.kids[1]);
+    CV v = eval_any(n.kids[1]);
     loops.pop_back();
     b.CreateStore(kind_of(v), lk);
     b.CreateStore(to_payload(v), lp);
@@ -2277,7 +2380,7 @@ struct Gen {
     proven = &pr;
     prelogged = true;
     loops.push_back({head, done, lk, lp});
-    CV fv = eval(n.kids[1]);
+    CV fv = eval_any(n.kids[1]);
     loops.pop_back();
     proven = saved_proven;
     prelogged = saved_prelogged;
@@ -2918,6 +3021,11 @@ struct Gen {
         b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
         continue;
       }
+      if (kind[r] == Reg::Obj && val[r]) {
+        store_obj(r, get(def[r], i1), get(val[r], i64));
+        b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
+        continue;
+      }
       if (!is_scalar(kind[r])) continue;
       llvm::Value* kp = field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8);
       llvm::Value* d = get(def[r], i1);
@@ -2936,6 +3044,14 @@ struct Gen {
     b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
   }
 
+  // Object register r ({Obj, index}, or Undef) to the context's registers.
+  void store_obj(size_t r, llvm::Value* d, llvm::Value* index) {
+    b.CreateStore(b.CreateSelect(d, b.getInt8(Reg::Obj), b.getInt8(Reg::Undef)),
+                  field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8));
+    b.CreateStore(b.CreateAnd(index, b.getInt64(0xffffffff)),
+                  field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+  }
+
   // The state at the start of a turn, block `at` (loads that -O3 turns into
   // the values live there), for a bail block; made once the turn's code is
   // emitted (the registers it assigns first have their allocas then).
@@ -2950,6 +3066,12 @@ struct Gen {
       if (slot_base[r] && kind[r] == Reg::Arr) {
         snap(def[r], i1);
         snap(slot_pay[r], i64);
+        snap(asg[r], i8);
+        continue;
+      }
+      if (kind[r] == Reg::Obj && val[r]) {
+        snap(def[r], i1);
+        snap(val[r], i64);
         snap(asg[r], i8);
         continue;
       }
@@ -3053,6 +3175,20 @@ struct Gen {
     }
   }
 
+  // Lists in the loop: made or appended to (their sweep at each turn's
+  // start), or a variable holding one (or another object) when it began.
+  void find_lists() {
+    std::function<void(const FNode&)> walk = [&](const FNode& n) {
+      if (n.op == Op::NewList) lists = makes_arrays = true;
+      if (n.op == Op::Append) lists = true;
+      for (const FNode& k : n.kids) walk(k);
+    };
+    walk(im.cond);
+    walk(im.body);
+    for (const Reg& r : regs)
+      if (r.k == Reg::Obj) lists = true;
+  }
+
   // Registers every assignment of which is an int constant (a range's
   // hidden end in `range(3)`): LLVM sees their value.
   void find_const_only() {
@@ -3087,6 +3223,7 @@ struct Gen {
     llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "swept", fn);
     b.CreateCondBr(b.CreateLoad(i1, made_any), go, next, unlikely());
     b.SetInsertPoint(go);
+    sweeps.push_back(go);
     for (size_t r = 0; r < regs.size(); ++r) {
       if (!slot_base[r]) continue;
       llvm::Value* k =
@@ -3107,7 +3244,7 @@ struct Gen {
   // The body's value as the loop's value so far.
   void body_turn() {
     if (makes_arrays) sweep_point();
-    CV v = eval(im.body);
+    CV v = eval_any(im.body);
     b.CreateStore(kind_of(v), last_k);
     b.CreateStore(to_payload(v), last_p);
   }
@@ -3323,6 +3460,7 @@ struct Gen {
     slot_stride.assign(nr, {});
     find_rebinds();
     find_const_only();
+    find_lists();
     strong.assign(nr, nullptr);
     regp = ctx_ptr(offsetof(NativeCtx, regs));
     asgp = ctx_ptr(offsetof(NativeCtx, assigned));
@@ -3362,8 +3500,19 @@ struct Gen {
               i64, field(arrp, at + offsetof(NativeArray, strides) + 8 * d, i64)));
         }
         if (rebinds[r]) ensure_slots(static_cast<int>(r));
+      } else if (k == Reg::Obj && lists) {
+        val[r] = b.CreateAlloca(i64);
+        b.CreateStore(b.CreateSExt(b.CreateTrunc(b.CreateLoad(i64, payload), i32), i64), val[r]);
       } else if (k != Reg::Undef) {
         kind[r] = Reg::Obj;  // Nil, objects: only if the loop never reads or writes it
+      }
+    }
+    if (lists) {
+      held = b.CreateAlloca(i32, b.getInt32(static_cast<uint32_t>(std::max<size_t>(nr, 1))));
+      for (size_t r = 0; r < nr; ++r) {
+        b.CreateStore(val[r] && kind[r] == Reg::Obj ? b.CreateTrunc(b.CreateLoad(i64, val[r]), i32)
+                                                    : b.getInt32(-1),
+                      b.CreateConstInBoundsGEP1_64(i32, held, r));
       }
     }
     undo_ptr = b.CreateAlloca(i8p);
@@ -3390,7 +3539,10 @@ struct Gen {
     llvm::BasicBlock* checkpoint = llvm::BasicBlock::Create(ctx, "checkpoint", fn);
     interrupted = llvm::BasicBlock::Create(ctx, "interrupted", fn);
     RangeLoop rl;
-    if (range_loop(im.cond, im.body, rl)) {
+    // A range loop with lists goes through the general turns (a bail there
+    // goes back to the call's start, where the interpreter's roll-back
+    // takes back the lists' changes; top_range's goes to the turn's start).
+    if (range_loop(im.cond, im.body, rl) && (rl.loops_in || !lists)) {
       if (rl.loops_in)
         top_nest(rl, top, done, checkpoint, interrupted, max_turns, turns);
       else
@@ -3438,6 +3590,14 @@ struct Gen {
     b.SetInsertPoint(bail);
     b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
     b.CreateRet(b.getInt32(kNativeBailCall));
+    // The object registers to the context before each sweep (their kinds
+    // are all known now).
+    for (llvm::BasicBlock* go : sweeps) {
+      b.SetInsertPoint(&*go->getFirstInsertionPt());
+      for (size_t r = 0; r < regs.size(); ++r)
+        if (kind[r] == Reg::Obj && val[r])
+          store_obj(r, b.CreateLoad(i1, def[r]), b.CreateLoad(i64, val[r]));
+    }
     // Blocks left without a terminator after a break: unreachable.
     for (llvm::BasicBlock& bb : *fn) {
       if (!bb.getTerminator()) {

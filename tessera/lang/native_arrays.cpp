@@ -76,4 +76,44 @@ extern "C" void native_sweep(NativeCtx* c) {
   st.roots.pop_back();
 }
 
+extern "C" int64_t native_list_new(NativeCtx* c, const Reg* items, int64_t n) {
+  if (c->state == nullptr) return -1;
+  FastLoop::Impl::State& st = *c->state;
+  try {
+    List list;
+    list.reserve(static_cast<size_t>(n));
+    for (int64_t k = 0; k < n; ++k) list.push_back(FastLoop::Impl::to_value(items[k], st));
+    const int32_t at = FastLoop::Impl::place_object(Value(std::move(list)), st);
+    ++st.made;  // a sweep between turns releases the lists let go of
+    return at;
+  } catch (...) {
+    return -1;
+  }
+}
+
+extern "C" int32_t native_list_append(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                      int64_t obj, const Reg* item) {
+  if (c->state == nullptr) return 1;
+  FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
+  for (int64_t k = 0; k < nheld; ++k)
+    if (k != r && held[k] == obj) return 1;
+  try {
+    return FastLoop::Impl::list_push(st, static_cast<int32_t>(obj),
+                                     FastLoop::Impl::to_value(*item, st))
+               ? 0
+               : 1;
+  } catch (...) {
+    return 1;
+  }
+}
+
+extern "C" int64_t native_list_len(NativeCtx* c, int64_t obj) {
+  if (c->state == nullptr) return -1;
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
+  const Value& v = st.objects[static_cast<size_t>(obj)];
+  return v.is_list() ? static_cast<int64_t>(v.as_list().size()) : -1;
+}
+
 }  // namespace tessera

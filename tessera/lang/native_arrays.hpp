@@ -29,4 +29,19 @@ enum class NativeAlloc : int64_t { zeros, ones, empty, zeros_like, ones_like, em
 // by the code just before), the checkpoint's, nor the loop's value refer to.
 extern "C" void native_sweep(NativeCtx* c);
 
+// Lists made and appended to by native code (docs/runtime.md, "Lists built
+// by append"), held in the interpreter's objects as its own Op::NewList and
+// Op::Append hold them, so that its roll-back and sweep apply unchanged.
+// A new list of the `n` numbers `items`: its object index, or -1 (no
+// interpreter state, too many objects).
+extern "C" int64_t native_list_new(NativeCtx* c, const Reg* items, int64_t n);
+// The number `item` appended to the list at object index `obj`, held by
+// register `r`; `held` gives each of the `nheld` registers' object (-1
+// none). 0 when done; 1 when left to the interpreter: no list there, or
+// another register holds the same list (it would see the append).
+extern "C" int32_t native_list_append(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                      int64_t obj, const Reg* item);
+// len() of the list (or tuple) at object index `obj`; -1 for another object.
+extern "C" int64_t native_list_len(NativeCtx* c, int64_t obj);
+
 }  // namespace tessera

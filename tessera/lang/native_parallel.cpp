@@ -184,6 +184,11 @@ void walk(const FNode& n, std::vector<char>& defined, BodyFacts& f, int depth,
     case Op::Bail:
       if (f.refuse.empty()) f.refuse = "a branch runs in the general evaluation when taken";
       return;
+    case Op::NewList:
+    case Op::Append:
+      // Lists live in the interpreter's one table of objects.
+      if (f.refuse.empty()) f.refuse = "the body builds lists";
+      return;
     case Op::Call:
       // Arrays made in the body go into the interpreter's one table of
       // arrays (native_alloc), which the chunks' threads cannot share.
