@@ -706,6 +706,9 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         self._index_tuples: list[set] = [set()]  # np.ndindex loop variables
         self._depth = 0  # nesting of expr()
         self._closure = {}
+        # One entry per enclosing loop of the function being translated: the
+        # variable its break sets when it has an else clause, else None.
+        self.break_flags: list = []
         # The entry function's parameters given back to the caller (_list_args.py):
         # its returns give list(result, p, ...); None in any other function.
         self.writeback: list | None = None
@@ -819,6 +822,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         saved_line = self.line
         self.line = node.lineno
         outer_writeback, outer_elements = self.writeback, self.elements
+        outer_breaks, self.break_flags = self.break_flags, []
         if not toplevel:
             self.writeback = None
         param_names = self.param_names(node.args, True)
@@ -844,6 +848,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             self.scope, self.renames = outer_scope, outer_renames
             self.line = saved_line
             self.writeback, self.elements = outer_writeback, outer_elements
+            self.break_flags = outer_breaks
         return self.mark(node.lineno) + _define_function(name, params, body_text)
 
     def check_globals(self, node: ast.FunctionDef, declared: dict) -> None:
@@ -977,18 +982,10 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             return self.aug_assign(node)
         if isinstance(node, ast.Expr):
             return self.expr_stmt(node.value)
-        if isinstance(node, ast.While):
-            if node.orelse:
-                self.unsupported("while ... else", node)
-            cond = self.expr(node.test)
-            return [f"while({cond}, {self.block(self.stmts(node.body))})"]
-        if isinstance(node, ast.For):
-            if node.orelse:
-                self.unsupported("for ... else", node)
-            node = self.ndenumerate_as_ndindex(node)
-            return self.for_loop(node.target, node.iter, lambda: self.stmts(node.body), node)
+        if isinstance(node, (ast.While, ast.For)):
+            return self.loop_stmt(node)
         if isinstance(node, ast.Break):
-            return ["break()"]
+            return self.break_stmt()
         if isinstance(node, ast.Continue):
             return ["continue()"]
         if isinstance(node, ast.Pass):
