@@ -58,7 +58,7 @@ from published_kernels import (  # noqa: E402 - bench/, on the path above
     random_walk_2d, black_scholes, black_scholes_erf, rk4_oscillator, sor_poisson,
     knn_predict, rolling_std, count_prime_factors, matrix_chain_order, spectral_norm,
     nbody_game, select_to_list, digitize_histogram, _check_walk_2d, _options, _bodies,
-    _knn_data)
+    _knn_data, MORE_PUBLISHED)
 
 # ---------------------------------------------------------------- stencils and diffusion
 
@@ -1077,6 +1077,8 @@ KERNELS = [
            lambda q: (_rng().normal(size=_pick(q, 1000, 2_000_000)), np.linspace(-3, 3, 41)),
            elements=lambda q: _pick(q, 1000, 2_000_000)),
 ]
+
+KERNELS += [Kernel(category="published", **spec) for spec in MORE_PUBLISHED]
 
 # The published kernels (issue 31's check "against programs nobody here wrote"):
 # tests/python/test_jit_published_kernels.py runs them at 1 and 2 threads.

@@ -279,6 +279,318 @@ def digitize_histogram(x, edges):
     return np.bincount(idx, minlength=len(edges) + 1)
 
 
+# A second round (issue 31): the pythran/numpy-benchmarks suite's kernels (rosen_der,
+# harris, growcut, hyantes, wdist, smoothing, log_likelihood, evolve by np.roll,
+# periodic_dist by boolean masks, multiple_sum, create_grid), a 1-D FDTD, Gaussian
+# elimination with partial pivoting, n-queens by backtracking over a list, the primes of
+# Cython's tutorial (for ... else), Project Euler's amicable numbers and Harshad numbers
+# (digit sums by // and %), a dict counter with an f-string, Numba's go_fast and an
+# RGB-to-HSV conversion by loops (max/min of several arguments).
+
+
+def rosen_der(x):
+    xm = x[1:-1]
+    xm_m1 = x[:-2]
+    xm_p1 = x[2:]
+    der = np.zeros_like(x)
+    der[1:-1] = 200 * (xm - xm_m1 ** 2) - 400 * (xm_p1 - xm ** 2) * xm - 2 * (1 - xm)
+    der[0] = -400 * x[0] * (x[1] - x[0] ** 2) - 2 * (1 - x[0])
+    der[-1] = 200 * (x[-1] - x[-2] ** 2)
+    return der
+
+
+def harris(I):
+    m, n = I.shape
+    dx = (I[1:, :] - I[:m - 1, :])[:, 1:]
+    dy = (I[:, 1:] - I[:, :n - 1])[1:, :]
+    A = dx * dx
+    B = dy * dy
+    C = dx * dy
+    tr = A + B
+    det = A * B - C * C
+    k = 0.05
+    return det - k * tr * tr
+
+
+def window_floor(idx, radius):
+    if radius > idx:
+        return 0
+    else:
+        return idx - radius
+
+
+def window_ceil(idx, ceil, radius):
+    if idx + radius > ceil:
+        return ceil
+    else:
+        return idx + radius
+
+
+def growcut(image, state, state_next, window_radius):
+    changes = 0
+    sqrt_3 = math.sqrt(3.0)
+    height = image.shape[0]
+    width = image.shape[1]
+    for j in range(width):
+        for i in range(height):
+            winning_colony = state[i, j, 0]
+            defense_strength = state[i, j, 1]
+            for jj in range(window_floor(j, window_radius),
+                            window_ceil(j + 1, width, window_radius)):
+                for ii in range(window_floor(i, window_radius),
+                                window_ceil(i + 1, height, window_radius)):
+                    if ii == i and jj == j:
+                        continue
+                    d = image[i, j, 0] - image[ii, jj, 0]
+                    s = d * d
+                    for k in range(1, 3):
+                        d = image[i, j, k] - image[ii, jj, k]
+                        s += d * d
+                    gval = 1.0 - math.sqrt(s) / sqrt_3
+                    attack_strength = gval * state[ii, jj, 1]
+                    if attack_strength > defense_strength:
+                        defense_strength = attack_strength
+                        winning_colony = state[ii, jj, 0]
+                        changes += 1
+            state_next[i, j, 0] = winning_colony
+            state_next[i, j, 1] = defense_strength
+    return changes
+
+
+def hyantes(xmin, ymin, xmax, ymax, step, range_, t):
+    X = int((xmax - xmin) / step)
+    Y = int((ymax - ymin) / step)
+    pt = np.zeros((X, Y))
+    for i in range(X):
+        for j in range(Y):
+            for k in t:
+                tmp = 6368.0 * math.acos(math.cos(xmin + step * i) * math.cos(k[0])
+                                         * math.cos((ymin + step * j) - k[1])
+                                         + math.sin(xmin + step * i) * math.sin(k[0]))
+                if tmp < range_:
+                    pt[i][j] += k[2] / (1 + tmp)
+    return pt
+
+
+def wdist(A, B, W):
+    k, m = A.shape
+    _, n = B.shape
+    D = np.zeros((m, n))
+    for ii in range(m):
+        for jj in range(n):
+            wdiff = (A[:, ii] - B[:, jj]) / W[:, ii]
+            D[ii, jj] = np.sqrt((wdiff ** 2).sum())
+    return D
+
+
+def smoothing(x, alpha):
+    s = x.copy()
+    for i in range(1, len(s)):
+        s[i] = alpha * s[i] + (1 - alpha) * s[i - 1]
+    return s
+
+
+def log_likelihood(data, mean, sigma):
+    s = (data - mean) ** 2 / (2 * (sigma ** 2))
+    pdfs = np.exp(- s)
+    pdfs /= np.sqrt(2 * np.pi) * sigma
+    return np.log(pdfs).sum()
+
+
+def roll_laplacian(grid):
+    return (np.roll(grid, +1, 0) + np.roll(grid, -1, 0) + np.roll(grid, +1, 1)
+            + np.roll(grid, -1, 1) - 4 * grid)
+
+
+def evolve(grid, dt, steps, D=1.0):
+    for _ in range(steps):
+        grid = grid + dt * D * roll_laplacian(grid)
+    return grid
+
+
+def fdtd_1d(n, steps):
+    ez = np.zeros(n)
+    hy = np.zeros(n)
+    src = n // 2
+    for t in range(steps):
+        hy[:-1] += 0.5 * (ez[1:] - ez[:-1])
+        ez[1:] += 0.5 * (hy[1:] - hy[:-1])
+        ez[src] += math.exp(-0.5 * ((t - 30.0) / 10.0) ** 2)
+    return ez, hy
+
+
+def gauss_solve(A, b):
+    A = A.copy()
+    b = b.copy()
+    n = len(b)
+    for k in range(n - 1):
+        p = k + np.argmax(np.abs(A[k:, k]))
+        if p != k:
+            A[[k, p]] = A[[p, k]]
+            b[k], b[p] = b[p], b[k]
+        for i in range(k + 1, n):
+            f = A[i, k] / A[k, k]
+            A[i, k:] -= f * A[k, k:]
+            b[i] -= f * b[k]
+    x = np.zeros(n)
+    for i in reversed(range(n)):
+        x[i] = (b[i] - np.dot(A[i, i + 1:], x[i + 1:])) / A[i, i]
+    return x
+
+
+def queens_count(n, row, cols):
+    if row == n:
+        return 1
+    count = 0
+    for c in range(n):
+        ok = True
+        for r, cc in enumerate(cols):
+            if cc == c or abs(cc - c) == row - r:
+                ok = False
+                break
+        if ok:
+            cols.append(c)
+            count += queens_count(n, row + 1, cols)
+            cols.pop()
+    return count
+
+
+def n_queens(n):
+    return queens_count(n, 0, [])
+
+
+def primes_list(nb_primes):
+    p = []
+    n = 2
+    while len(p) < nb_primes:
+        for i in p:
+            if n % i == 0:
+                break
+        else:
+            p.append(n)
+        n += 1
+    return p
+
+
+def sum_divisors(n):
+    s = 1
+    i = 2
+    while i * i <= n:
+        if n % i == 0:
+            s += i
+            if i != n // i:
+                s += n // i
+        i += 1
+    return s
+
+
+def amicable_sum(limit):
+    total = 0
+    for a in range(2, limit):
+        b = sum_divisors(a)
+        if b != a and b < limit and sum_divisors(b) == a:
+            total += a
+    return total
+
+
+def digit_sum(n):
+    s = 0
+    while n > 0:
+        s += n % 10
+        n //= 10
+    return s
+
+
+def harshad_numbers(limit):
+    out = np.empty(limit, dtype=np.int64)
+    count = 0
+    for n in range(1, limit + 1):
+        if n % digit_sum(n) == 0:
+            out[count] = n
+            count += 1
+    return out[:count]
+
+
+def go_fast(a):
+    trace = 0.0
+    for i in range(a.shape[0]):
+        trace += np.tanh(a[i, i])
+    return a + trace
+
+
+def periodic_dist(x, y, z, L, periodic_x, periodic_y, periodic_z):
+    N = len(x)
+    xtemp = np.tile(x, (N, 1))
+    dx = xtemp - xtemp.T
+    ytemp = np.tile(y, (N, 1))
+    dy = ytemp - ytemp.T
+    ztemp = np.tile(z, (N, 1))
+    dz = ztemp - ztemp.T
+    if periodic_x:
+        dx[dx > L / 2] = dx[dx > L / 2] - L
+        dx[dx < -L / 2] = dx[dx < -L / 2] + L
+    if periodic_y:
+        dy[dy > L / 2] = dy[dy > L / 2] - L
+        dy[dy < -L / 2] = dy[dy < -L / 2] + L
+    if periodic_z:
+        dz[dz > L / 2] = dz[dz > L / 2] - L
+        dz[dz < -L / 2] = dz[dz < -L / 2] + L
+    d = np.sqrt(dx ** 2 + dy ** 2 + dz ** 2)
+    d[d == 0] = -1
+    return d, dx, dy, dz
+
+
+def multiple_sum(array):
+    rows = array.shape[0]
+    cols = array.shape[1]
+    out = np.zeros((rows, cols))
+    for row in range(0, rows):
+        out[row, :] = np.sum(array - array[row, :], 0)
+    return out
+
+
+def create_grid(x):
+    N = x.shape[0]
+    z = np.zeros((N, N, 3))
+    z[:, :, 0] = x.reshape(-1, 1)
+    z[:, :, 1] = x
+    fast_grid = np.zeros((N * N, 3))
+    fast_grid[:] = z.reshape(N * N, 3)
+    return fast_grid
+
+
+def digit_sum_counts(limit):
+    counts = {}
+    for n in range(1, limit):
+        s = digit_sum(n)
+        counts[s] = counts.get(s, 0) + 1
+    best = max(counts, key=counts.get)
+    return f"digit sum {best}: {counts[best]} of {limit - 1} numbers", len(counts)
+
+
+def rgb_to_hsv(img):
+    h, w, _ = img.shape
+    out = np.empty_like(img)
+    for i in range(h):
+        for j in range(w):
+            r, g, b = img[i, j, 0], img[i, j, 1], img[i, j, 2]
+            mx = max(r, g, b)
+            mn = min(r, g, b)
+            d = mx - mn
+            if d == 0:
+                hue = 0.0
+            elif mx == r:
+                hue = (60 * ((g - b) / d) + 360) % 360
+            elif mx == g:
+                hue = (60 * ((b - r) / d) + 120) % 360
+            else:
+                hue = (60 * ((r - g) / d) + 240) % 360
+            out[i, j, 0] = hue
+            out[i, j, 1] = 0.0 if mx == 0 else d / mx
+            out[i, j, 2] = mx
+    return out
+
+
 def _check_walk_2d(result, args):
     n = args[0]
     r = np.asarray(result)
@@ -306,3 +618,73 @@ def _bodies(n=5, seed=13):
 def _knn_data(n_train, n_test, seed=17):
     r = np.random.default_rng(seed)
     return r.random((n_train, 3)), r.integers(0, 3, n_train), r.random((n_test, 3)), 5
+
+
+def _r(seed=42):
+    return np.random.default_rng(seed)
+
+
+def _q(quick, small, big):
+    return small if quick else big
+
+
+def _growcut_data(n):
+    state = np.zeros((n, n, 2))
+    state[n // 8:n // 4, n // 8:n // 4] = (1.0, 1.0)
+    state[-n // 4:-n // 8, -n // 4:-n // 8] = (2.0, 1.0)
+    return _r().random((n, n, 3)), state, np.zeros_like(state), 1
+
+
+def _diag_dominant(n, seed=19):
+    r = _r(seed)
+    return r.random((n, n)) + n * np.eye(n) * r.random(n), r.random(n)
+
+
+# The second round's entries of the suite (bench_numpy_kernels.py makes each a Kernel of
+# category "published"): name, function, setup(quick), and the Kernel fields that differ.
+MORE_PUBLISHED = [
+    dict(name="rosen_der", func=rosen_der, setup=lambda q: (_r().random(_q(q, 1000, 2_000_000)),),
+         rtol=1e-12, elements=lambda q: _q(q, 1000, 2_000_000)),
+    dict(name="harris", func=harris, setup=lambda q: (_r().random((_q(q, 40, 1500),) * 2),),
+         rtol=1e-12, elements=lambda q: _q(q, 40, 1500) ** 2),
+    dict(name="growcut", func=growcut, setup=lambda q: _growcut_data(_q(q, 16, 120)),
+         kind="loop", rtol=1e-12, helpers=("window_floor", "window_ceil")),
+    dict(name="hyantes", func=hyantes,
+         setup=lambda q: (0.0, 0.0, 1.0, 1.0, _q(q, 0.2, 0.02), 300.0, _r().random((_q(q, 10, 100), 3))),
+         kind="loop", rtol=1e-12),
+    dict(name="wdist", func=wdist,
+         setup=lambda q: (_r().random((5, _q(q, 10, 150))), _r(7).random((5, _q(q, 12, 150))),
+                          _r(8).random((5, _q(q, 10, 150))) + 0.5),
+         kind="loop", rtol=1e-12),
+    dict(name="smoothing", func=smoothing, setup=lambda q: (_r().random(_q(q, 1000, 500_000)), 0.1),
+         kind="loop", rtol=1e-12, lists=False),
+    dict(name="log_likelihood", func=log_likelihood,
+         setup=lambda q: (_r().normal(size=_q(q, 1000, 2_000_000)), 0.1, 1.3),
+         rtol=1e-9, elements=lambda q: _q(q, 1000, 2_000_000)),
+    dict(name="evolve", func=evolve, setup=lambda q: (_r().random((_q(q, 30, 500),) * 2), 0.1, 10),
+         rtol=1e-12, elements=lambda q: _q(q, 30, 500) ** 2, helpers=("roll_laplacian",)),
+    dict(name="fdtd_1d", func=fdtd_1d, setup=lambda q: (_q(q, 200, 200_000), _q(q, 50, 200)),
+         rtol=1e-12, elements=lambda q: _q(q, 200, 200_000)),
+    dict(name="gauss_solve", func=gauss_solve, setup=lambda q: _diag_dominant(_q(q, 12, 200)),
+         kind="loop", rtol=1e-9),
+    dict(name="n_queens", func=n_queens, setup=lambda q: (_q(q, 5, 8),), kind="loop",
+         helpers=("queens_count",)),
+    dict(name="primes_list", func=primes_list, setup=lambda q: (_q(q, 50, 2000),), kind="loop"),
+    dict(name="amicable_sum", func=amicable_sum, setup=lambda q: (_q(q, 300, 20_000),),
+         kind="loop", helpers=("sum_divisors",)),
+    dict(name="harshad_numbers", func=harshad_numbers, setup=lambda q: (_q(q, 300, 300_000),),
+         kind="loop", helpers=("digit_sum",)),
+    dict(name="go_fast", func=go_fast, setup=lambda q: (np.arange(_q(q, 100, 1_000_000), dtype=np.float64).reshape(
+        _q(q, 10, 1000), -1),), kind="loop", rtol=1e-12),
+    dict(name="periodic_dist", func=periodic_dist,
+         setup=lambda q: (*(_r(s).random(_q(q, 30, 1000)) for s in (1, 2, 3)), 1.0, True, False, True),
+         rtol=1e-12, elements=lambda q: _q(q, 30, 1000) ** 2),
+    dict(name="multiple_sum", func=multiple_sum, setup=lambda q: (_r().random((_q(q, 20, 300), 200)),),
+         rtol=1e-9, elements=lambda q: _q(q, 20, 300) ** 2 * 200),
+    dict(name="create_grid", func=create_grid, setup=lambda q: (_r().random(_q(q, 30, 1000)),),
+         elements=lambda q: _q(q, 30, 1000) ** 2 * 3),
+    dict(name="digit_sum_counts", func=digit_sum_counts, setup=lambda q: (_q(q, 300, 200_000),),
+         kind="loop", helpers=("digit_sum",)),
+    dict(name="rgb_to_hsv", func=rgb_to_hsv, setup=lambda q: (_r().random((_q(q, 12, 300),) * 2 + (3,)),),
+         kind="loop", rtol=1e-12),
+]

@@ -14,6 +14,7 @@ import string
 
 import numpy as np
 
+from . import _list_args as L
 from . import _numpy_map as M
 from . import _random_lib as R
 from . import _translate as T
@@ -54,6 +55,56 @@ def _pad_mode(args, kws):
     """np.pad's mode when given as a literal string, else None."""
     mode = kws.get("mode", args[2] if len(args) > 2 else None)
     return mode.value if isinstance(mode, ast.Constant) else None
+
+
+
+_ACTIVE: set = set()
+
+
+def _fresh(node) -> bool:
+    """An argument that is a new list or dict no one else holds: a display, a
+    comprehension, ``[False] * n``, ``list(xs)``, ``dict(d)``, ``sorted(xs)``."""
+    if isinstance(node, (ast.List, ast.ListComp, ast.Dict, ast.DictComp, ast.BinOp)):
+        return True
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("list", "dict", "sorted"))
+
+
+def helper_list_changes(func):
+    """``helper_changes`` for _list_args's analyses of ``func``: a call's positions
+    whose arguments the called helper (a plain function or @jit function of
+    ``func``'s module, by its name) gives back (list_changed_params, of its own
+    helpers too; a recursion adds nothing while it is being read)."""
+    scope = dict(func.__globals__)
+    if func.__closure__:
+        for name, cell in zip(func.__code__.co_freevars, func.__closure__):
+            try:
+                scope[name] = cell.cell_contents
+            except ValueError:
+                pass
+
+    def changes(call) -> tuple:
+        if not isinstance(call.func, ast.Name):
+            return ()
+        callee = scope.get(call.func.id)
+        callee = getattr(callee, "__wrapped__", callee)
+        if not inspect.isfunction(callee) or callee.__code__ in _ACTIVE or (
+                getattr(callee, "__module__", None) != getattr(func, "__module__", None)):
+            return ()
+        if callee.__code__.co_flags & inspect.CO_VARARGS:
+            return ()
+        _ACTIVE.add(callee.__code__)
+        try:
+            fdef = T.parse_function(callee)[0]
+            if not isinstance(fdef, ast.FunctionDef):
+                return ()
+            return L.list_changed_params(fdef, helper_list_changes(callee))
+        except T.UnsupportedError:
+            return ()
+        finally:
+            _ACTIVE.discard(callee.__code__)
+
+    return changes
 
 
 class CallsMixin(U.UfuncMethodsMixin):
@@ -369,7 +420,42 @@ class CallsMixin(U.UfuncMethodsMixin):
         code = getattr(getattr(func, "__wrapped__", func), "__code__", None)
         if code is not None and code.co_flags & inspect.CO_VARARGS:
             args = _pack_varargs(code, args)
+        elif code is not None:
+            plain = getattr(func, "__wrapped__", func)
+            fdef = T.parse_function(plain)[0]
+            changed = L.list_changed_params(fdef, helper_list_changes(plain)) if isinstance(
+                fdef, ast.FunctionDef) else ()
+            if changed:
+                return self.changing_call(func, fdef, changed, node, args, kws)
         return self.plain_call(self.b.include(func), args, kws, mangle_kw=True)
+
+    def changing_call(self, func, fdef, changed, node, args, kws) -> str:
+        """A call of a helper that changes lists or dicts passed to it (the positions
+        ``changed``): its variant gives their final values back beside its result
+        and the caller's variables are rebound to them, as Python's caller sees its
+        list changed. A fresh list (a display, a comprehension) needs no rebinding;
+        other arguments (xs[i], a variable holding another's element) are refused."""
+        names = [a.arg for a in fdef.args.posonlyargs + fdef.args.args]
+        label = getattr(func, "__name__", "function")
+        caller_elements = L.element_vars(self.fdef) if isinstance(
+            self.fdef, ast.FunctionDef) else set()
+        if self.writeback:
+            caller_elements -= {p for p in caller_elements if T.mangle(p) in self.writeback}
+        w = self.b.tmp("w")
+        rebinds = []
+        passed = [a.id for a in list(args) + list(kws.values()) if isinstance(a, ast.Name)]
+        for k, i in enumerate(changed):
+            a = args[i] if i < len(args) else kws.get(names[i])
+            if a is None or _fresh(a):
+                continue
+            if not isinstance(a, ast.Name) or a.id in caller_elements or passed.count(a.id) > 1:
+                self.unsupported(
+                    f"passing '{ast.unparse(a)}' to '{label}', which changes it in place", a,
+                    "the helper's changes come back to a variable of the caller holding its "
+                    "own list (not an element of another, nor one passed twice)")
+            rebinds.append(self.rebind(a.id, f"getitem({w}, {k + 1})", node))
+        call = self.plain_call(self.b.include(func, tuple(changed)), args, kws, mangle_kw=True)
+        return f"block(define({w}, {call}), {', '.join(rebinds + [f'getitem({w}, 0)'])})"
 
     def signature_mismatch(self, func, args, kws):
         """The failing call's text when args and kws do not bind to func's

@@ -47,10 +47,12 @@ def _targets(node):
         yield node
 
 
-def written_params(fdef) -> tuple:
+def written_params(fdef, helper_changes=None) -> tuple:
     """The positions of ``fdef``'s parameters that its body (not its nested
-    functions) changes in place, through a subscript or a changing method,
-    and never rebinds (after ``p = list(p)`` the changes are to another object)."""
+    functions) changes in place, through a subscript or a changing method, or by
+    passing them to a helper that changes them (``helper_changes(call)``: the
+    positions of the call's arguments it gives back, list_changed_params), and
+    never rebinds (after ``p = list(p)`` the changes are to another object)."""
     if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return ()
     a = fdef.args
@@ -79,6 +81,9 @@ def written_params(fdef) -> tuple:
         if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                 and n.func.attr in _CHANGING_METHODS):
             written.add(_root(n.func.value))
+        if isinstance(n, ast.Call) and helper_changes is not None:
+            written.update(a.id for i, a in enumerate(n.args)
+                           if i in helper_changes(n) and isinstance(a, ast.Name))
         if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
             rebound.add(n.id)
         if isinstance(n, (ast.Global, ast.Nonlocal)):
@@ -92,6 +97,44 @@ def written_params(fdef) -> tuple:
             continue
         stack.extend(ast.iter_child_nodes(n))
     return tuple(i for i, p in enumerate(names) if p in written and p not in rebound)
+
+
+# Methods only lists and dicts have (an array has none of them): a helper calling
+# one on its parameter is given a list or dict there.
+_LIST_ONLY_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "clear",
+                                "reverse", "update", "popitem", "setdefault"})
+
+
+def list_changed_params(fdef, helper_changes=None) -> tuple:
+    """The positions of the parameters ``fdef`` changes in place (written_params)
+    when it calls a list's or dict's own method on one of them (``cols.append(c)``,
+    ``cols.pop()``, also through ``cols[i]``) or passes one to a helper that does:
+    a helper the program calls gives their final values back beside its result
+    and the caller's variables are rebound to them (n-queens' backtracking over a
+    list passed down a recursion). The helpers that only write by subscript stay
+    as they are (arrays are shared: spectral norm's ``out[i] = s``)."""
+    written = written_params(fdef, helper_changes)
+    if not written:
+        return ()
+    a = fdef.args
+    names = [x.arg for x in a.posonlyargs + a.args]
+    listy: set = set()
+    stack = list(fdef.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                and n.func.attr in _LIST_ONLY_METHODS):
+            listy.add(_root(n.func.value))
+        if isinstance(n, ast.Call) and helper_changes is not None:
+            listy.update(a.id for i, a in enumerate(n.args)
+                         if i in helper_changes(n) and isinstance(a, ast.Name))
+        stack.extend(ast.iter_child_nodes(n))
+    if not any(i < len(names) and names[i] in listy for i in written):
+        return ()
+    # every written parameter comes back (used[v] = True beside prefix.append(v))
+    return tuple(i for i in written if i < len(names))
 
 
 def write_back(target, value) -> None:
@@ -176,13 +219,29 @@ def changed_roots(stmt) -> list:
 
 
 def element_names(fdef, given_back=()) -> set:
-    """The variables of ``fdef``'s body (not its nested functions) that only ever
-    hold an object another holds -- a for loop's target, ``v = xs[i]``, ``a, b =
-    pair``, a parameter (its caller's object; not those in ``given_back``, which
-    _list_args gives back) -- and that the body changes in place. In Python the
-    change reaches the object they came from; in a program, where lists and dicts
-    are values, it would not: such a change of a list or dict is refused at run
-    time (arrays are shared, and pass)."""
+    """The element variables (element_kinds) that ``fdef``'s body changes in place."""
+    kinds, changed, excluded = element_kinds(fdef, given_back)
+    return {name for name in changed
+            if kinds.get(name) == {"element"} and name not in excluded}
+
+
+def element_vars(fdef, given_back=()) -> set:
+    """Every variable of ``fdef``'s body that only ever holds an object another
+    holds (element_kinds), changed in place or not: a call of a helper that gives
+    back a list passed in it (list_changed_params) changes it too."""
+    kinds, _, excluded = element_kinds(fdef, given_back)
+    return {name for name, k in kinds.items() if k == {"element"} and name not in excluded}
+
+
+def element_kinds(fdef, given_back=()):
+    """What each variable of ``fdef``'s body (not its nested functions) holds, the
+    variables it changes in place, and those declared global or nonlocal. An
+    "element" only ever holds an object another holds -- a for loop's target,
+    ``v = xs[i]``, ``a, b = pair``, a parameter (its caller's object; not those in
+    ``given_back``, which _list_args gives back). In Python a change of it reaches
+    the object it came from; in a program, where lists and dicts are values, it
+    would not: such a change of a list or dict is refused at run time (arrays
+    are shared, and pass)."""
     a = fdef.args
     kinds: dict = {}
     for p in a.posonlyargs + a.args + a.kwonlyargs + ([a.vararg] if a.vararg else []):
@@ -230,8 +289,7 @@ def element_names(fdef, given_back=()) -> set:
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             kinds.setdefault(n.id, set()).add("other")  # with ... as, :=, except ... as
         stack.extend(ast.iter_child_nodes(n))
-    return {name for name in changed
-            if kinds.get(name) == {"element"} and name not in excluded}
+    return kinds, changed, excluded
 
 
 def element_check(var: str, name: str, error_tag: str) -> str:

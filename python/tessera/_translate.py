@@ -263,21 +263,28 @@ class ProgramBuilder:
             self.constants.append(value)
         return self.const_names[key]
 
-    def include(self, jitfn) -> str:
+    def include(self, jitfn, writeback: tuple = ()) -> str:
         """The generated name of a @jit function or of a plain Python function
-        (a helper it calls), translating it on first use."""
+        (a helper it calls), translating it on first use; with ``writeback``, its
+        variant giving back the parameters at those positions (_list_args.py's
+        list_changed_params: list(result, p, ...))."""
         func = jitfn.__wrapped__ if _is_jit(jitfn) else jitfn
-        key = id(func)
+        key = (id(func), writeback) if writeback else id(func)
         if key in self.names:
             return self.names[key]
         base = mangle(func.__name__ if func.__name__.isidentifier() else "lambda_fn")
+        base += "_out" if writeback else ""
         name, n = base, 1
         while name in self.used:
             n += 1
             name = f"{base}_{n}"
         self.used.add(name)
         self.names[key] = name  # before translating: the function may recurse
-        self.defs.append(FunctionTranslator(self, func).translate_toplevel(name))
+        translator = FunctionTranslator(self, func)
+        if writeback:
+            names = translator.param_names(translator.node.args, True)
+            translator.writeback = [mangle(names[i]) for i in writeback]
+        self.defs.append(translator.translate_toplevel(name))
         return name
 
     def include_entry(self, func, writeback: tuple) -> str:
@@ -706,12 +713,16 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         self._index_tuples: list[set] = [set()]  # np.ndindex loop variables
         self._depth = 0  # nesting of expr()
         self._closure = {}
+        # One entry per enclosing loop of the function being translated: the
+        # variable its break sets when it has an else clause, else None.
+        self.break_flags: list = []
         # The entry function's parameters given back to the caller (_list_args.py):
         # its returns give list(result, p, ...); None in any other function.
         self.writeback: list | None = None
         # Variables holding an object another holds that the function changes in
         # place (_list_args.element_names): a list or dict there is refused.
         self.elements: set = set()
+        self.fdef = self.node  # the def being translated (a nested one inside it)
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
                 try:
@@ -819,6 +830,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         saved_line = self.line
         self.line = node.lineno
         outer_writeback, outer_elements = self.writeback, self.elements
+        outer_breaks, self.break_flags = self.break_flags, []
+        outer_fdef, self.fdef = self.fdef, node
         if not toplevel:
             self.writeback = None
         param_names = self.param_names(node.args, True)
@@ -844,6 +857,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             self.scope, self.renames = outer_scope, outer_renames
             self.line = saved_line
             self.writeback, self.elements = outer_writeback, outer_elements
+            self.break_flags, self.fdef = outer_breaks, outer_fdef
         return self.mark(node.lineno) + _define_function(name, params, body_text)
 
     def check_globals(self, node: ast.FunctionDef, declared: dict) -> None:
@@ -977,18 +991,10 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             return self.aug_assign(node)
         if isinstance(node, ast.Expr):
             return self.expr_stmt(node.value)
-        if isinstance(node, ast.While):
-            if node.orelse:
-                self.unsupported("while ... else", node)
-            cond = self.expr(node.test)
-            return [f"while({cond}, {self.block(self.stmts(node.body))})"]
-        if isinstance(node, ast.For):
-            if node.orelse:
-                self.unsupported("for ... else", node)
-            node = self.ndenumerate_as_ndindex(node)
-            return self.for_loop(node.target, node.iter, lambda: self.stmts(node.body), node)
+        if isinstance(node, (ast.While, ast.For)):
+            return self.loop_stmt(node)
         if isinstance(node, ast.Break):
-            return ["break()"]
+            return self.break_stmt()
         if isinstance(node, ast.Continue):
             return ["continue()"]
         if isinstance(node, ast.Pass):

@@ -31,6 +31,7 @@ import numpy as np
 from ._list_args import CONTAINERS, write_back, written_params
 from ._translate import (ERROR_TAG, RAISABLE, ProgramBuilder, Translation, UnsupportedError,
                          convert_result, parse_function)
+from ._calls import helper_list_changes  # noqa: I001 - after _translate, which imports it
 
 __all__ = ["jit", "set_eager", "is_eager", "UnsupportedError", "JitFunction"]
 
@@ -163,7 +164,8 @@ class JitFunction:
         are lists, tuples or dicts (values in the program): the caller gets
         their final values back."""
         if self._written is None:
-            self._written = written_params(parse_function(self.__wrapped__)[0])
+            self._written = written_params(parse_function(self.__wrapped__)[0],
+                                           helper_list_changes(self.__wrapped__))
         return tuple(i for i in self._written if isinstance(args[i], CONTAINERS))
 
     def _translate_for(self, args, writeback=()) -> Translation:

@@ -158,12 +158,15 @@ def f_unknown_numpy(x):
     return np.fft.hfft(x)  # HERE
 
 
-def f_for_else(x):
-    for i in range(3):  # HERE
-        pass
-    else:
-        x = 1
-    return x
+def _append_one(xs):
+    xs.append(1)
+
+
+def f_changes_an_element(x):
+    rows = [[1], [2]]
+    for row in rows:
+        _append_one(row)  # HERE
+    return rows
 
 
 def f_ascii_conversion(x):
@@ -197,7 +200,7 @@ def f_ascii_conversion(x):
         (f_raise, "a bare raise"),
         (f_set, "set literal"),
         (f_import, "import statement"),
-        (f_for_else, "for ... else"),
+        (f_changes_an_element, "passing 'row' to '_append_one', which changes it in place"),
         (f_ascii_conversion, "the !a conversion"),
     ],
 )
