@@ -940,6 +940,20 @@ Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
       }
     }
   }
+  if (x.k == Reg::Obj && nidx == 1) {
+    // xs[i] of a list or tuple and an int: the item, read here (the
+    // primitive's argument binding scanned the whole list).
+    idx[0] = eval(n.kids[1], st);
+    done = 1;
+    const Value& v = st.objects[static_cast<size_t>(x.a)];
+    if (v.is_list() && idx[0].int_payload()) {
+      const List& items = v.as_list();
+      const auto len = static_cast<int64_t>(items.size());
+      const int64_t j = idx[0].i < 0 ? idx[0].i + len : idx[0].i;
+      if (j < 0 || j >= len) throw BAIL;  // the IndexError is the general path's
+      return to_reg(items[static_cast<size_t>(j)], st);
+    }
+  }
   return getitem_general(n, x, idx, done, st);
 }
 
@@ -1130,6 +1144,25 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
 }
 
 Reg FastLoop::Impl::call(const FNode& n, State& st) const {
+  if (n.kids.size() == 1 && n.shape_items < 0 && !n.const_arg && n.spec->name == "len") {
+    // len() of a list or an array, read here (a loop's `for x in xs` asks
+    // it at every turn); counted in the node's slot, as native code does.
+    const Reg r = eval(n.kids[0], st);
+    int64_t len = -1;
+    if (r.k == Reg::Obj && st.objects[static_cast<size_t>(r.a)].is_list()) {
+      len = static_cast<int64_t>(st.objects[static_cast<size_t>(r.a)].as_list().size());
+    } else if (r.k == Reg::Arr) {
+      const ArrEntry& e = st.arrays[static_cast<size_t>(r.a)];
+      if (e.indexable && e.nd >= 1) len = e.shape[0];
+    }
+    if (len >= 0 && n.slot >= 0) {
+      ++st.counts[static_cast<size_t>(n.slot)];
+      return Reg::make(Reg::PyInt, len);
+    }
+    if (r.k == Reg::Undef) throw BAIL;
+    std::vector<Value> vals{to_value(r, st)};
+    return call_values(n, vals, st);
+  }
   std::vector<Value> vals;
   vals.reserve(std::max(n.kids.size() + 1, n.spec->params.size()));
   if (n.reuse) {

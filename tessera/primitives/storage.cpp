@@ -81,7 +81,7 @@ const Names& kRaw() {
       // Python values only held or moved: a list keeps
       // its elements' dtypes (uint64 2**64 - 1 too).
       "append", "extend", "insert", "concat", "to_list", "to_tuple", "unpack", "get", "keys",
-      "values", "items", "update", "pop", "reverse", "clear"};
+      "values", "items", "update", "pop", "reverse", "clear", "iterate"};
   return names;
 }
 // Exact on the int64 bits of uint64 values >= 2**63 (modular arithmetic and
@@ -344,6 +344,9 @@ void Args::convert_storage() {
   // raw primitives see every dtype as it is (and lists are not scanned: an
   // append to a long list stays O(1)).
   if (s.dtype_rule == DTypeRule::raw) return;
+  // An item or a slice of a list is its items as they are: the list is not
+  // scanned (a loop reading xs[i] of a long list was quadratic).
+  if (!values_.empty() && values_[0].is_list() && s.name == "getitem") return;
   bool any = false;
   for (const Value& v : values_) {
     for_each_array(v, [&](const Array& x) { any = any || !real_compute(x.dtype()); });

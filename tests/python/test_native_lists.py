@@ -95,6 +95,18 @@ def rolled_back_late(xs, n):
     return out, xs, last, s
 
 
+def list_reads(xs, arrays):
+    # Items of lists read in loops (xs[i], for a in xs): the items as they
+    # are, int8 and float16 arrays keeping their dtypes.
+    total = 0
+    for i in range(len(xs)):
+        total += xs[i] * xs[-1 - i]
+    firsts = []
+    for a in arrays:
+        firsts.append(a[0])
+    return total, arrays[1], arrays[-1] * 2, firsts
+
+
 def alias_in_loop(n):
     xs = [0]
     total = 0
@@ -127,6 +139,9 @@ CASES = [(factor_counts, (3000,)),
          (kind_changes_late, (np.arange(4.0), 30000)),
          (list_variable_from_before, ([5], 20000)),
          (rolled_back_late, ([2, 3], 40000)),
+         (list_reads, (list(range(500)), [np.arange(3, dtype=np.int8),
+                                          np.ones(2, dtype=np.float16),
+                                          np.array([250, 7], dtype=np.uint8)])),
          (empty_loop_value, (0,)),
          (empty_loop_value, (50000,)),
          (count_prime_factors, (2000,)),
