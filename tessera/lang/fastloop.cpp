@@ -639,6 +639,19 @@ bool scalar_reg(const Array& a, Reg& out) {
 
 }  // namespace
 
+bool FastLoop::Impl::scalar_of(const Value& v, Reg& out) {
+  if (v.is_bool()) {
+    out = Reg::boolean(Reg::PyBool, v.as_bool());
+  } else if (v.is_int()) {
+    out = Reg::make(Reg::PyInt, v.as_int());
+  } else if (v.is_float()) {
+    out = Reg::real(Reg::PyFloat, v.as_float());
+  } else {
+    return v.is_array() && scalar_reg(v.as_array(), out);
+  }
+  return true;
+}
+
 Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
   if (v.is_bool()) return Reg::boolean(Reg::PyBool, v.as_bool());
   if (v.is_int()) return Reg::make(Reg::PyInt, v.as_int());
@@ -1632,7 +1645,7 @@ const NativeCode* FastLoop::Impl::native_for(const State& st) const {
   // A few signatures at most (a loop run with other kinds of arguments).
   if (native_codes.size() + native_refused.size() >= 4) return nullptr;
   std::string why;
-  std::unique_ptr<NativeCode> code = native_compile(*this, st.regs, st.arrays, why);
+  std::unique_ptr<NativeCode> code = native_compile(*this, st.regs, st.arrays, st.objects, why);
   if (!code) {
     if (debug() || native_debug())
       std::fprintf(stderr, "[fast loops] %s: no native code, the interpreter runs the loop: %s\n",

@@ -383,6 +383,9 @@ struct FastLoop::Impl {
   // Frees entry `index` (its array already moved out or dropped).
   static void release(State& st, int32_t index);
   static Value to_value(const Reg& r, const State& st);
+  // The register of a number (Python's or a NumPy scalar's kind), as to_reg
+  // makes it; false for any other value (nothing placed).
+  static bool scalar_of(const Value& v, Reg& out);
   static bool truthy(const Reg& r) {
     switch (r.k) {
       case Reg::PyBool:

@@ -268,7 +268,9 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_sweep),
                           reinterpret_cast<void*>(&native_list_new),
                           reinterpret_cast<void*>(&native_list_append),
-                          reinterpret_cast<void*>(&native_list_len)};
+                          reinterpret_cast<void*>(&native_list_len),
+                          reinterpret_cast<void*>(&native_list_get),
+                          reinterpret_cast<void*>(&native_list_iterate)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -378,6 +380,7 @@ struct Gen {
   const FastLoop::Impl& im;
   const std::vector<Reg>& regs;
   const std::vector<ArrEntry>& arrays;
+  const std::vector<Value>& objects;
   llvm::LLVMContext& ctx;
   llvm::Module& mod;
   llvm::IRBuilder<> b;
@@ -423,6 +426,17 @@ struct Gen {
   // register's kind is known (the end of build).
   bool lists = false;
   llvm::Value* held = nullptr;
+  // Per register, the kind of number its list's items are read as (-1: not
+  // known): the first item of the list it holds now, or of the list it is
+  // assigned (`_it = iterate(xs)`), or the kind of the variable an item is
+  // assigned to. A read of another kind bails.
+  std::vector<int> item_kind;
+  // `for x in xs`'s `_it = iterate(xs)` where `_it` is read only by that
+  // loop (and its len() before it) and the loop does not assign xs: `_it`
+  // holds xs's own list (no new object), and is left out of `held`, so that
+  // an append to xs after the loop neither bails nor copies the list.
+  std::set<const FNode*> iterate_alias;
+  std::vector<bool> no_held;
   std::vector<llvm::BasicBlock*> sweeps;
   std::map<int, llvm::Value*> counts;     // slot -> i64 alloca
   llvm::Value *undo_ptr = nullptr, *undo_n = nullptr, *undo_cap = nullptr;
@@ -467,9 +481,10 @@ struct Gen {
   llvm::Value* interrupt_at = nullptr;  // the interrupt flag's address (NativeCtx::interrupt)
 
   Gen(const FastLoop::Impl& im_, const std::vector<Reg>& regs_,
-      const std::vector<ArrEntry>& arrays_, llvm::LLVMContext& c, llvm::Module& m,
-      const std::vector<bool>& dyn_)
-      : im(im_), regs(regs_), arrays(arrays_), ctx(c), mod(m), b(c), dyn(dyn_) {
+      const std::vector<ArrEntry>& arrays_, const std::vector<Value>& objects_,
+      llvm::LLVMContext& c, llvm::Module& m, const std::vector<bool>& dyn_)
+      : im(im_), regs(regs_), arrays(arrays_), objects(objects_), ctx(c), mod(m), b(c),
+        dyn(dyn_) {
     i1 = b.getInt1Ty();
     i8 = b.getInt8Ty();
     i32 = b.getInt32Ty();
@@ -839,6 +854,31 @@ struct Gen {
     b.CreateStore(b.getTrue(), made_any);
     return CV{Reg::Obj, obj};
   }
+  // xs[i] of a list register and an int: native_list_get, for items of the
+  // kind item_kind says (another kind, or an index out of range: a bail).
+  CV list_item(const FNode& n) {
+    const int r = n.kids[0].reg;
+    const int k = item_kind[r];
+    if (k < 0) throw Refuse{"a list's items of a kind not known when compiled"};
+    CV x = read(r);
+    CV i = eval(n.kids[1]);
+    if (i.k == kDyn || !is_int(static_cast<Reg::Kind>(i.k)))
+      throw Refuse{"a list indexed by what is not an int"};
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* out = e.CreateAlloca(i64);
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i64, i64, i8p}, false);
+    llvm::Value* rc = b.CreateCall(
+        ft, fptr(reinterpret_cast<void*>(&native_list_get), ft),
+        {cptr, x.v, i.v, b.getInt64(k), b.CreateBitCast(out, i8p)});
+    bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    count(n.counter);
+    llvm::Value* p = b.CreateLoad(i64, out);
+    const auto kk = static_cast<Reg::Kind>(k);
+    if (is_bool(kk)) return CV{k, b.CreateICmpNE(b.CreateTrunc(p, i8), b.getInt8(0))};
+    if (is_int(kk)) return CV{k, p};
+    return CV{k, b.CreateBitCast(p, f64)};
+  }
+
   // xs.append(v) of a number: native_list_append, which declines (a bail)
   // what the interpreter's append leaves to the general path (no list, a
   // list another register holds).
@@ -905,7 +945,8 @@ struct Gen {
       b.CreateStore(v.v, val[r]);
       b.CreateStore(b.getTrue(), def[r]);
       b.CreateStore(b.getInt8(1), asg[r]);
-      b.CreateStore(b.CreateTrunc(v.v, i32), b.CreateConstInBoundsGEP1_64(i32, held, r));
+      b.CreateStore(no_held[r] ? b.getInt32(-1) : b.CreateTrunc(v.v, i32),
+                    b.CreateConstInBoundsGEP1_64(i32, held, r));
       return;
     }
     if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k))) {
@@ -1380,6 +1421,9 @@ struct Gen {
       count(n.counter);
       return CV{Reg::PyInt, ashape(r, d)};
     }
+    if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && val[n.kids[0].reg] &&
+        n.kids.size() == 2)
+      return list_item(n);
     if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
       throw Refuse{"indexing what is not an array variable"};
     const int r = n.kids[0].reg;
@@ -1657,6 +1701,25 @@ struct Gen {
       if (!e.indexable || e.nd < 1) throw Refuse{"len() of a 0-d array"};
       count(n.slot);
       return CV{Reg::PyInt, ashape(r, 0)};
+    }
+    if (is_iterate(n)) {
+      CV v = eval_any(n.kids[0]);
+      if (v.k != Reg::Obj) throw Refuse{"'iterate' of what is not a list"};
+      if (iterate_alias.count(&n)) {  // the list itself (a dict's keys: the interpreter's)
+        auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
+        llvm::Value* len =
+            b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_len), ft), {cptr, v.v});
+        bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
+        count(n.slot);
+        return v;
+      }
+      auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
+      llvm::Value* obj =
+          b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_iterate), ft), {cptr, v.v});
+      bail_if(b.CreateICmpSLT(obj, b.getInt64(0)));
+      b.CreateStore(b.getTrue(), made_any);
+      count(n.slot);
+      return CV{Reg::Obj, obj};
     }
     if (n.spec->name == "len" && n.kids.size() == 1 && lists) {
       CV v = eval_any(n.kids[0]);
@@ -3178,15 +3241,83 @@ struct Gen {
   // Lists in the loop: made or appended to (their sweep at each turn's
   // start), or a variable holding one (or another object) when it began.
   void find_lists() {
+    std::vector<const FNode*> asg;
     std::function<void(const FNode&)> walk = [&](const FNode& n) {
-      if (n.op == Op::NewList) lists = makes_arrays = true;
+      if (n.op == Op::NewList || is_iterate(n)) lists = makes_arrays = true;
       if (n.op == Op::Append) lists = true;
+      if (n.op == Op::Assign) asg.push_back(&n);
       for (const FNode& k : n.kids) walk(k);
     };
     walk(im.cond);
     walk(im.body);
-    for (const Reg& r : regs)
-      if (r.k == Reg::Obj) lists = true;
+    find_iterate_aliases();
+    item_kind.assign(regs.size(), -1);
+    for (size_t r = 0; r < regs.size(); ++r) {
+      if (regs[r].k != Reg::Obj) continue;
+      lists = true;
+      const auto o = static_cast<size_t>(regs[r].a);
+      Reg first;
+      if (o < objects.size() && objects[o].is_list() && !objects[o].as_list().empty() &&
+          FastLoop::Impl::scalar_of(objects[o].as_list()[0], first))
+        item_kind[r] = first.k;
+    }
+    // Through `ys = xs` and `_it = iterate(xs)`, then from the variables
+    // items are assigned to, until nothing changes.
+    for (bool more = true; more;) {
+      more = false;
+      for (const FNode* a : asg) {
+        const FNode& v = a->kids[0];
+        const FNode* src = v.op == Op::Var ? &v : is_iterate(v) ? &v.kids[0] : nullptr;
+        if (src && src->op == Op::Var && item_kind[a->reg] < 0 && item_kind[src->reg] >= 0) {
+          item_kind[a->reg] = item_kind[src->reg];
+          more = true;
+        }
+        if (v.op == Op::GetItem && v.kids.size() == 2 && v.kids[0].op == Op::Var &&
+            item_kind[v.kids[0].reg] < 0 && is_scalar(regs[a->reg].k)) {
+          item_kind[v.kids[0].reg] = regs[a->reg].k;
+          more = true;
+        }
+      }
+    }
+  }
+  void find_iterate_aliases() {
+    no_held.assign(regs.size(), false);
+    std::vector<int> reads(regs.size(), 0), assigns(regs.size(), 0);
+    std::function<void(const FNode&)> tally = [&](const FNode& n) {
+      if (n.op == Op::Var) ++reads[n.reg];
+      if (n.op == Op::Assign || n.op == Op::Append) ++assigns[n.reg];
+      for (const FNode& k : n.kids) tally(k);
+    };
+    tally(im.cond);
+    tally(im.body);
+    std::function<void(const FNode&)> walk = [&](const FNode& blk) {
+      for (const FNode& k : blk.kids) walk(k);
+      if (blk.op != Op::Block) return;
+      for (size_t i = 0; i < blk.kids.size(); ++i) {
+        const FNode& a = blk.kids[i];
+        if (a.op != Op::Assign || !is_iterate(a.kids[0]) || a.kids[0].kids[0].op != Op::Var)
+          continue;
+        const int it = a.reg, xs = a.kids[0].kids[0].reg;
+        size_t w = i + 1;
+        while (w < blk.kids.size() && blk.kids[w].op != Op::While) ++w;
+        if (w == blk.kids.size() || assigns[it] != 1 || it == xs) continue;
+        std::vector<int> in_reads(regs.size(), 0), in_assigns(regs.size(), 0);
+        std::function<void(const FNode&)> local = [&](const FNode& n) {
+          if (n.op == Op::Var) ++in_reads[n.reg];
+          if (n.op == Op::Assign || n.op == Op::Append) ++in_assigns[n.reg];
+          for (const FNode& k : n.kids) local(k);
+        };
+        for (size_t q = i + 1; q <= w; ++q) local(blk.kids[q]);
+        if (in_reads[it] != reads[it] || in_assigns[xs] != 0) continue;
+        iterate_alias.insert(&a.kids[0]);
+        no_held[it] = true;
+      }
+    };
+    walk(im.cond);
+    walk(im.body);
+  }
+  static bool is_iterate(const FNode& n) {
+    return n.op == Op::Call && n.spec && n.spec->name == "iterate" && n.kids.size() == 1;
   }
 
   // Registers every assignment of which is an int constant (a range's
@@ -3510,8 +3641,9 @@ struct Gen {
     if (lists) {
       held = b.CreateAlloca(i32, b.getInt32(static_cast<uint32_t>(std::max<size_t>(nr, 1))));
       for (size_t r = 0; r < nr; ++r) {
-        b.CreateStore(val[r] && kind[r] == Reg::Obj ? b.CreateTrunc(b.CreateLoad(i64, val[r]), i32)
-                                                    : b.getInt32(-1),
+        b.CreateStore(val[r] && kind[r] == Reg::Obj && !no_held[r]
+                          ? b.CreateTrunc(b.CreateLoad(i64, val[r]), i32)
+                          : b.getInt32(-1),
                       b.CreateConstInBoundsGEP1_64(i32, held, r));
       }
     }
@@ -3614,7 +3746,8 @@ struct Gen {
 void* const* native_helpers() { return kHelpers; }
 
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
-                                           const std::vector<ArrEntry>& arrays, std::string& why) {
+                                           const std::vector<ArrEntry>& arrays,
+                                           const std::vector<Value>& objects, std::string& why) {
   Jit& j = jit();
   if (!j.lljit) {
     why = "the JIT could not start: " + j.error;
@@ -3632,7 +3765,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   std::vector<bool> dyn(regs.size(), false);
   for (;;) {
     try {
-      Gen g(im, regs, arrays, *context, *mod, dyn);
+      Gen g(im, regs, arrays, objects, *context, *mod, dyn);
       g.build("tessera_loop");
       break;
     } catch (const Refuse& r) {

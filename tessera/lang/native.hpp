@@ -126,8 +126,11 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
 // Compiles the loop `im` for registers of the kinds in `regs`; null with the
 // reason in `why` when the loop (or a register's kind) is outside what the
 // generator handles.
+// `objects`: the interpreter's objects the registers refer to (a list's
+// items give the kind its reads are compiled for).
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
-                                           const std::vector<ArrEntry>& arrays, std::string& why);
+                                           const std::vector<ArrEntry>& arrays,
+                                           const std::vector<Value>& objects, std::string& why);
 
 // Undoes the element writes logged by a native call, newest first.
 void native_undo(const NativeLog& log, int64_t n);

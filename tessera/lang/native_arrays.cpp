@@ -108,6 +108,37 @@ extern "C" int32_t native_list_append(NativeCtx* c, const int32_t* held, int64_t
   }
 }
 
+extern "C" int32_t native_list_get(NativeCtx* c, int64_t obj, int64_t i, int64_t kind, int64_t* out) {
+  if (c->state == nullptr) return 1;
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
+  const Value& v = st.objects[static_cast<size_t>(obj)];
+  if (!v.is_list()) return 1;
+  const List& items = v.as_list();
+  const auto len = static_cast<int64_t>(items.size());
+  if (i < 0) i += len;
+  if (i < 0 || i >= len) return 1;
+  Reg r;
+  if (!FastLoop::Impl::scalar_of(items[static_cast<size_t>(i)], r) || r.k != kind) return 1;
+  *out = r.i;
+  return 0;
+}
+
+extern "C" int64_t native_list_iterate(NativeCtx* c, int64_t obj) {
+  if (c->state == nullptr) return -1;
+  FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
+  Value v = st.objects[static_cast<size_t>(obj)];
+  if (!v.is_list()) return -1;
+  try {
+    const int32_t at = FastLoop::Impl::place_object(std::move(v), st);
+    ++st.made;
+    return at;
+  } catch (...) {
+    return -1;
+  }
+}
+
 extern "C" int64_t native_list_len(NativeCtx* c, int64_t obj) {
   if (c->state == nullptr) return -1;
   const FastLoop::Impl::State& st = *c->state;

@@ -43,5 +43,12 @@ extern "C" int32_t native_list_append(NativeCtx* c, const int32_t* held, int64_t
                                       int64_t obj, const Reg* item);
 // len() of the list (or tuple) at object index `obj`; -1 for another object.
 extern "C" int64_t native_list_len(NativeCtx* c, int64_t obj);
+// Item `i` (negative from the end) of the list or tuple at object index
+// `obj`, if it is a number of register kind `kind`: its payload to `out`,
+// 0; 1 otherwise (out of range, another kind: the interpreter's).
+extern "C" int32_t native_list_get(NativeCtx* c, int64_t obj, int64_t i, int64_t kind, int64_t* out);
+// What `for x in xs` visits of the list or tuple at `obj` (iterate): the
+// same list in a new object slot; -1 for another object.
+extern "C" int64_t native_list_iterate(NativeCtx* c, int64_t obj);
 
 }  // namespace tessera

@@ -17,7 +17,7 @@ from jit_check import cases_script, check, run_script
 import tessera
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
-from published_kernels import count_prime_factors, select_to_list  # noqa: E402 - bench/
+from published_kernels import count_prime_factors, primes_list, select_to_list  # noqa: E402 - bench/
 
 
 def factor_counts(n):
@@ -107,6 +107,37 @@ def list_reads(xs, arrays):
     return total, arrays[1], arrays[-1] * 2, firsts
 
 
+def for_over_lists(xs, ys, d, text):
+    # `for v in xs` of ints, of ints then floats (a read of another kind),
+    # over a dict's keys and a string's characters, nested in a loop.
+    total = 0
+    mixed = 0.0
+    keys = 0
+    chars = 0
+    for rep in range(3):
+        for v in xs:
+            total += v * rep
+        for y in ys:
+            mixed += y
+        for k in d:
+            keys += k
+        for ch in text:
+            chars += 1
+    return total, mixed, keys, chars
+
+
+def appended_while_iterated(xs, n):
+    # The list iterated is appended to inside the loop (tessera iterates
+    # the list as it was when the loop began: lists are values).
+    seen = 0
+    for rep in range(n):
+        for v in xs:
+            if v < 3:
+                xs.append(v + 3)
+            seen += v
+    return seen, xs
+
+
 def alias_in_loop(n):
     xs = [0]
     total = 0
@@ -139,6 +170,8 @@ CASES = [(factor_counts, (3000,)),
          (kind_changes_late, (np.arange(4.0), 30000)),
          (list_variable_from_before, ([5], 20000)),
          (rolled_back_late, ([2, 3], 40000)),
+         (primes_list, (300,)),
+         (for_over_lists, (list(range(50)), [1, 2, 2.5, 3], {1: 2, 5: 6}, "abc")),
          (list_reads, (list(range(500)), [np.arange(3, dtype=np.int8),
                                           np.ones(2, dtype=np.float16),
                                           np.array([250, 7], dtype=np.uint8)])),
@@ -151,7 +184,7 @@ CASES = [(factor_counts, (3000,)),
 # Lists are values in tessera (docs/python.md, "Differences from Python"):
 # `ys = xs` then `xs.append(v)` leaves ys as it was. Native code leaves such
 # an append to the general evaluation (compared with it below, not Python).
-EXTRA = [(alias_in_loop, (200,))]
+EXTRA = [(alias_in_loop, (200,)), (appended_while_iterated, ([0, 1, 5], 3))]
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -196,7 +229,7 @@ def test_native_interpreter_and_general_print_the_same():
     assert "IndexError" in native
     # The list loops compiled to native code (not refused by the generator).
     for f in (factor_counts, display_per_turn, list_variable_from_before, empty_loop_value,
-              rolled_back_late,
+              rolled_back_late, primes_list,
               count_prime_factors, select_to_list):
         first = f.__code__.co_firstlineno
         where = os.path.basename(f.__code__.co_filename)
