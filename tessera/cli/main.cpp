@@ -77,6 +77,8 @@ std::string error_kind(std::exception_ptr e) {
     return "MemoryError";
   } catch (const AttributeError&) {
     return "AttributeError";
+  } catch (const ZeroDivisionError&) {
+    return "ZeroDivisionError";
   } catch (const std::invalid_argument&) {
     return "ValueError";
   } catch (const std::out_of_range&) {

@@ -42,6 +42,9 @@ void rethrow_with_location(std::exception_ptr error, const SourceLoc& loc) {
   } catch (const AttributeError& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw AttributeError(located(e.what(), loc));
+  } catch (const ZeroDivisionError& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw ZeroDivisionError(located(e.what(), loc));
   } catch (const std::invalid_argument& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw std::invalid_argument(located(e.what(), loc));

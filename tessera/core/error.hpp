@@ -40,6 +40,16 @@ class AttributeError : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// A division (or modulo) by zero that Python reports: of an integer (NumPy
+// gives 0 with a warning, tessera reports it), or of two Python floats
+// (Python's ZeroDivisionError; NumPy's float64 gives inf). An
+// invalid_argument for C++ callers, Python's ZeroDivisionError through the
+// binding.
+class ZeroDivisionError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
 // A key missing from a dict (Python's KeyError; an out_of_range so that C++
 // callers may treat it as any failed lookup).
 class KeyError : public std::out_of_range {

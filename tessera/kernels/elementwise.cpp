@@ -330,7 +330,7 @@ void isclose_range(const Broadcast<2>& layout, const Array& a, const Array& b, A
 namespace tessera::kernels {
 
 void throw_zero_division(const char* opname) {
-  throw std::invalid_argument(error_message("[", opname, "] integer division by zero"));
+  throw ZeroDivisionError(error_message("[", opname, "] integer division by zero"));
 }
 
 void throw_negative_power(const char* opname, int64_t exp) {

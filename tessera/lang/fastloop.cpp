@@ -161,6 +161,10 @@ template <Fast F>
 inline Reg float_op(bool strong, double x, double y) {
   const Reg::Kind fk = strong ? Reg::NpFloat : Reg::PyFloat;
   const Reg::Kind bk = strong ? Reg::NpBool : Reg::PyBool;
+  // Python's floats: / // % by zero is the general path's ZeroDivisionError.
+  if constexpr (F == Fast::div || F == Fast::floordiv || F == Fast::mod) {
+    if (!strong && y == 0.0) throw BAIL;
+  }
   if constexpr (F == Fast::add) {
     return Reg::real(fk, x + y);
   } else if constexpr (F == Fast::sub) {
@@ -802,6 +806,14 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
   Value r;
   try {
     r = n.spec->scalar_binary(*n.spec, py(a), py(b));
+  } catch (const ZeroDivisionError&) {
+    // 0.0 ** -y with a NumPy float: NumPy's inf (Python's numbers raise;
+    // NumPy's ints too, on the general path).
+    if (!strong || !(a.float_payload() || b.float_payload()) || n.spec->name != "power")
+      throw BAIL;
+    const double x = a.float_payload() ? a.f : static_cast<double>(a.i);
+    const double y = b.float_payload() ? b.f : static_cast<double>(b.i);
+    return Reg::real(fk, std::pow(x, y));
   } catch (...) {
     throw BAIL;
   }

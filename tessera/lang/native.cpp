@@ -1077,6 +1077,8 @@ struct Gen {
   }
 
   CV float_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
+    if (f == Fast::div || f == Fast::floordiv || f == Fast::mod)  // Python's ZeroDivisionError
+      bail_if(b.CreateAnd(b.CreateNot(strong), b.CreateFCmpOEQ(y, llvm::ConstantFP::get(f64, 0.0))));
     CV r = float_op0(f, x, y);
     return mk(r.k, r.v, strong);
   }
@@ -1125,9 +1127,14 @@ struct Gen {
     llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
     if ((is_float(ka) || is_int(ka)) && (is_float(kb) || is_int(kb)) &&
         (is_float(ka) || is_float(kb))) {
+      llvm::Value* x = as_double(a);
+      llvm::Value* y = as_double(c);
+      // Python's numbers: 0.0 ** -y is the general path's ZeroDivisionError.
+      bail_if(b.CreateAnd(b.CreateNot(strong),
+                          b.CreateAnd(b.CreateFCmpOEQ(x, llvm::ConstantFP::get(f64, 0.0)),
+                                      b.CreateFCmpOLT(y, llvm::ConstantFP::get(f64, 0.0)))));
       auto* t = llvm::FunctionType::get(f64, {f64, f64}, false);
-      llvm::Value* r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_pow), t),
-                                    {as_double(a), as_double(c)});
+      llvm::Value* r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_pow), t), {x, y});
       return mk(Reg::PyFloat, r, strong);
     }
     auto* e = is_int(ka) && is_int(kb) ? llvm::dyn_cast<llvm::ConstantInt>(c.v) : nullptr;

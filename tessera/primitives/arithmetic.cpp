@@ -210,23 +210,26 @@ const bool registered_arithmetic = register_primitives({
     with_grads(
         operator_spec("divide", BinaryOp::divide, "/",
                       "True division x / y with broadcasting, like numpy.divide: integers give "
-                      "float64. Division by zero gives inf or nan."),
+                      "float64. Division by zero of arrays gives inf or nan; of two Python numbers it raises "
+                      "ZeroDivisionError, as Python."),
         {"g / y", "-g * x / (y * y)"}),
     with_grads(
         operator_spec("floor_divide", BinaryOp::floor_divide, "//",
                       "Elementwise x // y rounded toward minus infinity, like numpy.floor_divide. "
-                      "Integer division by zero raises ValueError (NumPy silently gives 0); float "
-                      "division by zero gives inf or nan."),
+                      "Integer division by zero raises ZeroDivisionError (NumPy silently gives 0); "
+                      "float division by zero gives inf or nan (two Python floats: "
+                      "ZeroDivisionError, as Python)."),
         {"", ""}),
     with_grads(
         operator_spec("mod", BinaryOp::mod, "%",
                       "Elementwise remainder x % y with the sign of the divisor, like numpy.mod "
-                      "(and Python). Integer division by zero raises ValueError."),
+                      "(and Python). Integer division by zero raises ZeroDivisionError (two Python "
+                      "floats too, as Python)."),
         {"g", "-g * floor_divide(x, y)"}),
     with_grads(
         operator_spec("remainder", BinaryOp::mod, "%",
                       "Alias of mod: remainder with the sign of the divisor, like numpy.remainder. "
-                      "Integer division by zero raises ValueError."),
+                      "Integer division by zero raises ZeroDivisionError."),
         {"g", "-g * floor_divide(x, y)"}),
     with_grads(
         operator_spec("power", BinaryOp::power, "**",

@@ -71,6 +71,20 @@ Value scalar_binary(BinaryOp op, const Value& a, const Value& b, const char* opn
   const bool fl = a.is_float() || b.is_float();
   const bool both_bool = a.is_bool() && b.is_bool();
   const double x = as_double(a), y = as_double(b);
+  // Python's ZeroDivisionError for its numbers (NumPy's scalars are arrays:
+  // not here); integer // and % by zero report it in int_floor_divide/int_mod.
+  if (y == 0.0 && (op == BinaryOp::divide || (fl && (op == BinaryOp::floor_divide ||
+                                                     op == BinaryOp::mod)))) {
+    const char* what = !fl                               ? "division by zero"
+                       : op == BinaryOp::divide          ? "float division by zero"
+                       : op == BinaryOp::floor_divide    ? "float floor division by zero"
+                                                         : "float modulo by zero";
+    throw ZeroDivisionError(error_message("[", opname, "] ", what));
+  }
+  if (op == BinaryOp::power && x == 0.0 && y < 0.0) {
+    throw ZeroDivisionError(
+        error_message("[", opname, "] 0.0 cannot be raised to a negative power"));
+  }
   switch (op) {
     case BinaryOp::equal:
       return fl ? x == y : as_int64(a) == as_int64(b);

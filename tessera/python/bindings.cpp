@@ -153,6 +153,8 @@ void translate(std::exception_ptr error) {
     PyErr_SetString(PyExc_MemoryError, e.what());
   } catch (const AttributeError& e) {
     PyErr_SetString(PyExc_AttributeError, e.what());
+  } catch (const ZeroDivisionError& e) {
+    PyErr_SetString(PyExc_ZeroDivisionError, e.what());
   } catch (const KeyError& e) {
     PyErr_SetString(PyExc_KeyError, e.what());
   } catch (const std::out_of_range& e) {

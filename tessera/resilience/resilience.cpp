@@ -214,6 +214,8 @@ std::exception_ptr same_kind(const std::exception_ptr& error, const std::string&
     return std::make_exception_ptr(MemoryError(msg));
   } catch (const AttributeError&) {
     return std::make_exception_ptr(AttributeError(msg));
+  } catch (const ZeroDivisionError&) {
+    return std::make_exception_ptr(ZeroDivisionError(msg));
   } catch (const std::invalid_argument&) {
     return std::make_exception_ptr(std::invalid_argument(msg));
   } catch (const KeyError&) {

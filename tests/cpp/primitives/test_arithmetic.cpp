@@ -194,7 +194,21 @@ TEST(ArithmeticScalar, PythonSemantics) {
   EXPECT_EQ(call("fmin", {Value(2.0), Value(kNaN)}).as_float(), 2.0);
   EXPECT_EQ(call("subtract", {Value(true), Value(true)}).as_int(), 0);
   EXPECT_EQ(call("multiply", {Value(int64_t{6}), Value(int64_t{7})}).as_int(), 42);
-  EXPECT_EQ(call("divide", {Value(1.0), Value(0.0)}).as_float(), kInf);
+  // Python's numbers divided by zero: Python's ZeroDivisionError (NumPy's
+  // scalars are 0-d arrays, which give inf).
+  EXPECT_TRUE(throws_with<ZeroDivisionError>(
+      [] { call("divide", {Value(1.0), Value(0.0)}); }, "[divide] float division by zero"));
+  EXPECT_TRUE(throws_with<ZeroDivisionError>(
+      [] { call("divide", {Value(int64_t{1}), Value(int64_t{0})}); }, "[divide] division by zero"));
+  EXPECT_TRUE(throws_with<ZeroDivisionError>(
+      [] { call("floor_divide", {Value(1.0), Value(-0.0)}); },
+      "[floor_divide] float floor division by zero"));
+  EXPECT_TRUE(throws_with<ZeroDivisionError>([] { call("mod", {Value(2.5), Value(0.0)}); },
+                                             "[mod] float modulo by zero"));
+  EXPECT_TRUE(throws_with<ZeroDivisionError>(
+      [] { call("power", {Value(0.0), Value(int64_t{-1})}); },
+      "[power] 0.0 cannot be raised to a negative power"));
+  EXPECT_EQ(call("divide", {f64({1.0}), Value(0.0)}).as_array().data<double>()[0], kInf);
   EXPECT_NEAR(call("arctan2", {Value(int64_t{1}), Value(int64_t{1})}).as_float(), kPi / 4, 1e-15);
   EXPECT_EQ(call("hypot", {Value(int64_t{3}), Value(int64_t{4})}).as_float(), 5.0);
   EXPECT_EQ(call("copysign", {Value(2.0), Value(int64_t{-1})}).as_float(), -2.0);
