@@ -158,6 +158,20 @@ const std::set<std::string>& unsupported_forms() {
   return forms;
 }
 
+// Backward primitives (the gradient rules' own: matmul_grad_x, conv2d_grad_input,
+// relu_grad, ...): a second-order gradient reaching one without a rule of its
+// own is refused by name.
+bool ad_is_backward(const PrimitiveSpec& spec) {
+  return spec.family == "autodiff" || spec.name.find("_grad") != std::string::npos;
+}
+
+// A call of grad, value_and_grad or vjp (not shadowed by a function of the
+// program): the form that makes a gradient function.
+bool ad_is_gradient_form(const AstPtr& a) {
+  return a->kind == Ast::Kind::call && !a->callee &&
+         (a->name == "grad" || a->name == "value_and_grad" || a->name == "vjp");
+}
+
 class Differentiator {
  public:
   explicit Differentiator(const FunctionLookup& lookup) : lookup_(lookup) {}
@@ -337,6 +351,38 @@ class Differentiator {
 
   bool is_active(const Operand& op) const {
     return !forward_only_ && op.id >= 0 && active_[op.id];
+  }
+
+  // True when `name` is a variable or a function of the program, not the form.
+  bool shadowed(const std::string& name, const Context& ctx) const {
+    return ctx.env.count(name) || ctx.functions.count(name) || lookup_(name).has_value();
+  }
+
+  // The gradient function that `form` (grad(f, ...), value_and_grad(f, ...))
+  // makes, as a function to inline; `defining` gets the context its
+  // function was defined in (empty for a function of the program).
+  FunctionSource nested_gradient(const AstPtr& form, const Context& ctx, Context& defining) {
+    if (form->name == "vjp") {
+      fail(form->loc, "cannot differentiate through vjp(...): its pullback is a function "
+                      "value; use grad or value_and_grad inside a differentiated function");
+    }
+    bool local = false;
+    FunctionLookup find = [&](const std::string& name) -> std::optional<FunctionSource> {
+      if (auto it = ctx.functions.find(name); it != ctx.functions.end()) {
+        local = true;
+        return it->second;
+      }
+      if (ctx.env.count(name)) return std::nullopt;  // a variable, not a function
+      return lookup_(name);
+    };
+    const AstPtr& fn = form->args.empty() ? nullptr : form->args[0].value;
+    if (fn && fn->kind == Ast::Kind::call && !fn->callee && fn->name == "lambda") local = true;
+    AstPtr lambda = gradient_function(form, find);
+    if (local) defining = ctx;
+    std::string name = form->name + "(" +
+                       (fn && fn->kind == Ast::Kind::identifier ? fn->name : "lambda") + ")";
+    return FunctionSource{name, std::vector<AstArg>(lambda->args.begin(), lambda->args.end() - 1),
+                          lambda->args.back().value, form->loc};
   }
 
   // The function of checkpoint(fn) or remat(fn) (`form`) when `callee` is
@@ -683,6 +729,13 @@ class Differentiator {
         break;
     }
     if (a->callee) {
+      if (ad_is_gradient_form(a->callee) && !shadowed(a->callee->name, ctx)) {
+        // grad(f)(args...) inside the differentiated function: the gradient
+        // function's source, differentiated in turn (a second-order gradient).
+        Context defining;
+        FunctionSource g = nested_gradient(a->callee, ctx, defining);
+        return inline_call(g, a, ctx, defining, out, steps);
+      }
       if (const AstPtr& fn = special_function(a->callee, ctx, "checkpoint")) {
         return checkpointed(fn, a, ctx, out, steps);
       }
@@ -768,6 +821,15 @@ class Differentiator {
       // A local function: recorded for inlining where it is called.
       std::vector<AstArg> params(a->args.begin() + 1, a->args.end() - 1);
       ctx.functions[target] = FunctionSource{target, params, a->args.back().value, a->loc};
+      return Operand{literal(Value(), a->loc), -1};
+    }
+    if (n == "define" && ad_is_gradient_form(a->args[1].value) &&
+        !shadowed(a->args[1].value->name, ctx)) {
+      // define(df, grad(f)): df is a local function, the gradient's source,
+      // inlined (and differentiated) where it is called.
+      Context defining;
+      FunctionSource g = nested_gradient(a->args[1].value, ctx, defining);
+      ctx.functions[target] = g;
       return Operand{literal(Value(), a->loc), -1};
     }
     if (n == "store" && !ctx.env.count(target)) {
@@ -979,6 +1041,11 @@ class Differentiator {
     }
     bool active = false;
     if (any_active && !aux_mode_) {
+      if (spec.grads.empty() && ad_is_backward(spec)) {
+        fail(a->loc, "second-order gradient of '" + spec.name +
+                         "' is not supported yet (a gradient inside a differentiated function "
+                         "reaches this backward primitive, which has no gradient rule)");
+      }
       if (spec.grads.empty()) {
         // Primitives that call a function (replay, replicate): their
         // gradient program would call it once, unprotected; the gradient
@@ -1170,7 +1237,12 @@ class Differentiator {
                     call("zeros_like", {s.args[sharded ? 1 : 0].ast}, loc), g},
                    loc);
         }
-        std::map<std::string, AstPtr> bindings{{"g", g}, {"out", ident(names_[s.out], loc)}};
+        // `adjoint` and `result` name g and out where a parameter shadows them
+        // (the rules of backward primitives, whose own first parameter is g).
+        std::map<std::string, AstPtr> bindings{{"g", g},
+                                               {"out", ident(names_[s.out], loc)},
+                                               {"adjoint", g},
+                                               {"result", ident(names_[s.out], loc)}};
         for (size_t k = 0; k < s.spec->params.size(); ++k) {
           bindings[s.spec->params[k].name] = s.args[k].ast;
         }
@@ -1287,6 +1359,10 @@ class Differentiator {
   size_t expressions_ = 0;  // transformed so far (see kMaxGradientExpressions)
 };
 
+[[noreturn]] void ad_syntax_error(const SourceLoc& loc, const std::string& msg) {
+  throw SyntaxError(msg + " (at " + loc.str() + ")");
+}
+
 void collect_identifiers(const AstPtr& a, std::set<std::string>& out) {
   if (a->kind == Ast::Kind::identifier) out.insert(a->name);
   if (a->callee) collect_identifiers(a->callee, out);
@@ -1308,6 +1384,100 @@ AstPtr differentiate_split(const FunctionSource& f, const std::vector<int>& argn
   return d.run(f, argnums, single, true, at, has_aux, true);
 }
 
+AstPtr gradient_function(const AstPtr& a, const FunctionLookup& lookup) {
+  const std::string& n = a->name;
+  AstPtr f, argnums;
+  bool has_aux = false;
+  for (const auto& arg : a->args) {
+    if (arg.name == "has_aux" && (n == "value_and_grad" || n == "vjp")) {
+      if (arg.value->kind != Ast::Kind::literal || !arg.value->value.is_bool()) {
+        ad_syntax_error(arg.value->loc, "[" + n + "] has_aux must be true or false");
+      }
+      has_aux = arg.value->value.as_bool();
+    } else if (arg.name == "argnums" || (arg.name.empty() && f && !argnums)) {
+      argnums = arg.value;
+    } else if (arg.name.empty() && !f) {
+      f = arg.value;
+    } else {
+      ad_syntax_error(arg.value->loc,
+                      "[" + n + "] expects " + n + "(function, argnums=0)");
+    }
+  }
+  if (!f) ad_syntax_error(a->loc, "[" + n + "] expects " + n + "(function, argnums=0)");
+  FunctionSource src;
+  if (f->kind == Ast::Kind::identifier) {
+    auto found = lookup(f->name);
+    if (!found) {
+      ad_syntax_error(f->loc, "[" + n + "] '" + f->name +
+                                "' is not a function defined with define(" + f->name +
+                                ", params..., body)");
+    }
+    src = *found;
+  } else if (f->kind == Ast::Kind::call && !f->callee && f->name == "lambda" &&
+             !f->args.empty()) {
+    src = FunctionSource{"lambda", std::vector<AstArg>(f->args.begin(), f->args.end() - 1),
+                         f->args.back().value, f->loc};
+  } else if (ad_is_gradient_form(f) && !lookup(f->name)) {
+    // grad(grad(g)): the gradient of lambda(params..., grad(g)(params...)),
+    // with g's parameters (a second-order gradient, see Differentiator).
+    AstPtr inner = f;
+    while (ad_is_gradient_form(inner) && !inner->args.empty() && inner->args[0].name.empty()) {
+      inner = inner->args[0].value;
+    }
+    std::vector<AstArg> params;
+    if (inner->kind == Ast::Kind::identifier) {
+      if (auto found = lookup(inner->name)) params = found->params;
+    } else if (inner->kind == Ast::Kind::call && !inner->callee && inner->name == "lambda") {
+      params.assign(inner->args.begin(), inner->args.end() - 1);
+    }
+    if (params.empty()) {
+      ad_syntax_error(f->loc, "[" + n + "] the function must be a name or a lambda, got " +
+                                  f->str());
+    }
+    auto body = std::make_shared<Ast>();
+    body->kind = Ast::Kind::call;
+    body->callee = f;
+    body->loc = f->loc;
+    std::vector<AstArg> plain;
+    for (const AstArg& p : params) {
+      const std::string pname = p.name.empty() ? p.value->name : p.name;
+      auto id = std::make_shared<Ast>();
+      id->kind = Ast::Kind::identifier;
+      id->name = pname;
+      id->loc = f->loc;
+      plain.push_back({"", id});
+      body->args.push_back({"", id});
+    }
+    src = FunctionSource{n + "(" + f->name + ")", std::move(plain), body, f->loc};
+  } else {
+    ad_syntax_error(f->loc,
+                    "[" + n + "] the function must be a name or a lambda, got " + f->str());
+  }
+  std::vector<int> nums;
+  bool single = true;
+  auto as_int = [&](const AstPtr& e) -> int {
+    if (e->kind != Ast::Kind::literal || !e->value.is_int()) {
+      ad_syntax_error(e->loc,
+                    "[" + n + "] argnums must be an int or a list of ints, got " + e->str());
+    }
+    return static_cast<int>(e->value.as_int());
+  };
+  if (!argnums) {
+    nums.push_back(0);
+  } else if (argnums->kind == Ast::Kind::list ||
+             (argnums->kind == Ast::Kind::call &&
+              (argnums->name == "list" || argnums->name == "tuple"))) {
+    single = false;
+    for (const auto& e : argnums->args) nums.push_back(as_int(e.value));
+    if (nums.empty()) ad_syntax_error(argnums->loc, "[" + n + "] argnums is empty");
+  } else {
+    nums.push_back(as_int(argnums));
+  }
+  return n == "vjp"
+             ? differentiate_split(src, nums, single, lookup, a->loc, has_aux)
+             : differentiate(src, nums, single, n == "value_and_grad", lookup, a->loc, has_aux);
+}
+
 std::vector<std::string> check_gradient_rules() {
   std::vector<std::string> problems;
   for (const PrimitiveSpec* spec : all_primitives()) {
@@ -1319,7 +1489,7 @@ std::vector<std::string> check_gradient_rules() {
       problems.push_back(spec->name + ": " + e.what());
       continue;
     }
-    std::set<std::string> allowed{"g", "out", "true", "false", "nil"};
+    std::set<std::string> allowed{"g", "out", "adjoint", "result", "true", "false", "nil"};
     for (const auto& p : spec->params) allowed.insert(p.name);
     if (!spec->grad_fusion_common.empty()) {
       try {

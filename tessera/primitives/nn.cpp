@@ -107,14 +107,17 @@ PrimitiveSpec activation_spec(std::string name, Activation f, std::string help,
                        .grads = {std::move(grad_rule)}};
 }
 
+// `grads`: its own rules (second derivatives; `adjoint` is the cotangent of
+// its result, as its parameter g shadows the usual name).
 PrimitiveSpec activation_grad_spec(std::string name, Activation f, std::string saved,
-                                   std::string help) {
+                                   std::string help, std::vector<std::string> grads) {
   return PrimitiveSpec{.name = std::move(name),
                        .family = "nn",
                        .params = {{"g"}, {std::move(saved)}},
                        .help = std::move(help),
                        .eval = [f](Args& a) -> Value { return eval_activation_grad(a, f, 0.0); },
-                       .ns_per_element = kn::activation_cost_ns(f)};
+                       .ns_per_element = kn::activation_cost_ns(f),
+                       .grads = std::move(grads)};
 }
 
 // ---- softmax ----
@@ -639,7 +642,8 @@ const bool registered_nn = register_primitives({
                     // (which the next layer keeps anyway) instead of its input.
                     "relu_grad(g, out)"),
     activation_grad_spec("relu_grad", Activation::relu, "x",
-                         "Backward of relu: g where x > 0, else 0."),
+                         "Backward of relu: g where x > 0, else 0.",
+                         {"relu_grad(adjoint, x)", ""}),
     {.name = "leaky_relu",
      .family = "nn",
      .params = {{"x"}, opt("alpha", Value(0.3))},
@@ -657,7 +661,8 @@ const bool registered_nn = register_primitives({
      .eval = [](Args& a) -> Value {
        return eval_activation_grad(a, Activation::leaky_relu, a.number(2));
      },
-     .ns_per_element = kn::activation_cost_ns(Activation::leaky_relu)},
+     .ns_per_element = kn::activation_cost_ns(Activation::leaky_relu),
+     .grads = {"leaky_relu_grad(adjoint, x, alpha)", "", ""}},
     {.name = "elu",
      .family = "nn",
      .params = {{"x"}, opt("alpha", Value(1.0))},
@@ -671,7 +676,9 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}, {"x"}, opt("alpha", Value(1.0))},
      .help = "Backward of elu: g where x > 0, else g * alpha * exp(x).",
      .eval = [](Args& a) -> Value { return eval_activation_grad(a, Activation::elu, a.number(2)); },
-     .ns_per_element = kn::activation_cost_ns(Activation::elu)},
+     .ns_per_element = kn::activation_cost_ns(Activation::elu),
+     .grads = {"elu_grad(adjoint, x, alpha)", "adjoint * g * where(x > 0, 0.0, alpha * exp(x))",
+               ""}},
     {.name = "gelu",
      .family = "nn",
      .params = {{"x"}, opt("approximate", Value(false))},
@@ -692,15 +699,19 @@ const bool registered_nn = register_primitives({
                     "overflow, like keras.activations.sigmoid.",
                     "sigmoid_grad(g, out)"),
     activation_grad_spec("sigmoid_grad", Activation::sigmoid, "out",
-                         "Backward of sigmoid from its output: g * out * (1 - out)."),
+                         "Backward of sigmoid from its output: g * out * (1 - out).",
+                         {"sigmoid_grad(adjoint, out)", "adjoint * g * (1.0 - 2.0 * out)"}),
     activation_grad_spec("tanh_grad", Activation::tanh, "out",
-                         "Backward of tanh from its output: g * (1 - out^2)."),
+                         "Backward of tanh from its output: g * (1 - out^2).",
+                         {"tanh_grad(adjoint, out)", "-2.0 * adjoint * g * out"}),
     activation_spec("softplus", Activation::softplus,
                     "log(1 + exp(x)) elementwise, computed without overflow, like "
                     "keras.activations.softplus.",
                     "softplus_grad(g, x)"),
     activation_grad_spec("softplus_grad", Activation::softplus, "x",
-                         "Backward of softplus: g * sigmoid(x)."),
+                         "Backward of softplus: g * sigmoid(x).",
+                         {"softplus_grad(adjoint, x)",
+                          "adjoint * g * sigmoid(x) * (1.0 - sigmoid(x))"}),
 
     {.name = "softmax",
      .family = "nn",
@@ -744,7 +755,8 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}},
      .help = "Backward of bias_add for b: g summed over every axis but the last.",
      .eval = [](Args& a) -> Value { return eval_bias_add_grad(a); },
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"broadcast_to(adjoint, shape(g))"}},
     {.name = "batch_flatten",
      .family = "nn",
      .params = {{"x"}},
