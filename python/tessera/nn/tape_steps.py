@@ -38,7 +38,7 @@ from .layers import Context
 from .metric_base import Metric
 from .program_constants import compile_program
 from .step_overrides import _ACTIVE, StepGradient, _user_override
-from .symbolic import STEP_SEED, GraphWriter, KerasTensor, user_location
+from .symbolic import STEP_SEED, GraphWriter, KerasTensor, depending_on, user_location
 from .variables import tracing
 
 __all__ = ["uses_tape_steps", "fit_tape_steps", "adopt_sublayers", "TapeGradient"]
@@ -118,19 +118,21 @@ class TapeStepTrace:
         return key
 
     def tape_gradient(self, tape, target, sources):
+        """GradientTape.gradient in the traced step: the gradients of a loss with respect
+        to weights (for an optimizer), or a tensor's gradient with respect to computed
+        tensors (see value_gradient)."""
         where = user_location()
         single = not isinstance(sources, (list, tuple, dict))
         srcs = list(sources.values()) if isinstance(sources, dict) else \
             [sources] if single else list(sources)
-        for s in srcs:
-            if isinstance(s, KerasTensor) and getattr(s, "_layer", None) is None:
+        computed = [isinstance(s, KerasTensor) and getattr(s, "_layer", None) is None
+                    for s in srcs]
+        if any(computed):
+            if not all(computed):
                 raise NotImplementedError(
-                    f"[GradientTape.gradient] the gradient with respect to a computed value "
-                    f"(made at {s.where}), as WGAN-GP's gradient penalty takes it, is not "
-                    f"supported yet: a traced train_step differentiates its losses with respect "
-                    f"to weights only; the missing piece is second-order gradients (a tape "
-                    f"inside a tape: tessera's autodiff does not differentiate through "
-                    f"value_and_grad itself) (at {where})")
+                    f"[GradientTape.gradient] the gradient with respect to computed values and "
+                    f"weights at once is not supported: take them with two tapes (at {where})")
+            return self.value_gradient(target, sources, srcs, single, where)
         if not isinstance(target, KerasTensor) or tuple(target.shape) != ():
             what = getattr(target, "shape", type(target).__name__)
             raise ValueError(f"[GradientTape.gradient] the target must be a scalar loss "
@@ -143,6 +145,28 @@ class TapeStepTrace:
         out = [TapeGradient(self, phase, i, k)
                if k[0] in reached and (watched is None or k in watched) else None
                for i, k in enumerate(keys)]
+        if isinstance(sources, dict):
+            return dict(zip(sources.keys(), out))
+        return out[0] if single else out
+
+    @staticmethod
+    def value_gradient(target, sources, srcs, single, where):
+        """The gradient of `target` (summed, as TensorFlow's tape sums a non-scalar
+        target) with respect to computed tensors (WGAN-GP's interpolated images): a
+        tensor of the step, written as grad of the target's computation as a function of
+        the source. Inside another tape's loss it is differentiated in turn (a
+        second-order gradient)."""
+        if not isinstance(target, KerasTensor):
+            raise ValueError(f"[GradientTape.gradient] the target must be a tensor computed in "
+                             f"the step, got {type(target).__name__} (at {where})")
+        for s in srcs:
+            if not depending_on(target, s)[target.id]:
+                raise ValueError(f"[GradientTape.gradient] the target (made at {target.where}) "
+                                 f"does not depend on the source (made at {s.where}): its "
+                                 f"gradient is None under TensorFlow, not a tensor (at {where})")
+        out = [KerasTensor(s.shape, s.dtype, "grad", (s,), where=where) for s in srcs]
+        for t in out:
+            t.grad_target = target
         if isinstance(sources, dict):
             return dict(zip(sources.keys(), out))
         return out[0] if single else out
