@@ -29,9 +29,12 @@ def _critic(lib):
 
 
 def _generator(lib):
-    return lib.Sequential([lib.Input((LATENT,)), lib.layers.Dense(12, activation="tanh"),
-                           lib.layers.Dense(36, activation="tanh"), lib.layers.Reshape(SHAPE)],
-                          name="generator")
+    # keras-io's generator normalizes its batches (its moving statistics move at each of
+    # its calls with training=True, as TensorFlow's tape step moves them)
+    return lib.Sequential([lib.Input((LATENT,)), lib.layers.Dense(12, use_bias=False),
+                           lib.layers.BatchNormalization(momentum=0.8),
+                           lib.layers.LeakyReLU(0.2), lib.layers.Dense(36, activation="tanh"),
+                           lib.layers.Reshape(SHAPE)], name="generator")
 
 
 class _WGAN(tn.Model):
@@ -110,6 +113,7 @@ def _keras_steps(keras, cw, gw, batches, lr, d_steps, kind):
     g_opt.build(g.trainable_variables)
     cv = [v.value for v in c.trainable_variables]
     gv = [v.value for v in g.trainable_variables]
+    gnt = [v.value for v in g.non_trainable_variables]
     cov = [v.value for v in c_opt.variables]
     gov = [v.value for v in g_opt.variables]
     logs = []
@@ -119,29 +123,31 @@ def _keras_steps(keras, cw, gw, batches, lr, d_steps, kind):
             out, _ = c.stateless_call(cv_, [], x, training=True)
             return jnp.sum(out)
 
-        def d_loss_fn(cv_):
-            fake, _ = g.stateless_call(gv, [], z, training=True)
+        def d_loss_fn(cv_, gnt_):
+            fake, gnt_ = g.stateless_call(gv, gnt_, z, training=True)
             fake_out, _ = c.stateless_call(cv_, [], fake, training=True)
             real_out, _ = c.stateless_call(cv_, [], real, training=True)
             interpolated = real + alpha * (fake - real)
             grads = jax.grad(critic_sum, argnums=1)(cv_, interpolated)
             norm = jnp.sqrt(jnp.sum(jnp.square(grads), axis=(1, 2, 3)))
             gp = jnp.mean((norm - 1.0) ** 2)
-            return jnp.mean(fake_out) - jnp.mean(real_out) + gp * GP_WEIGHT, gp
+            return jnp.mean(fake_out) - jnp.mean(real_out) + gp * GP_WEIGHT, (gp, gnt_)
 
         for _ in range(d_steps):
-            (d_loss, gp), grads = jax.value_and_grad(d_loss_fn, has_aux=True)(cv)
+            (d_loss, (gp, gnt)), grads = jax.value_and_grad(d_loss_fn, has_aux=True)(cv, gnt)
             cv, cov = c_opt.stateless_apply(cov, grads, cv)
 
-        def g_loss_fn(gv_):
-            fake, _ = g.stateless_call(gv_, [], z2, training=True)
+        def g_loss_fn(gv_, gnt_):
+            fake, gnt_ = g.stateless_call(gv_, gnt_, z2, training=True)
             out, _ = c.stateless_call(cv, [], fake, training=True)
-            return -jnp.mean(out)
+            return -jnp.mean(out), gnt_
 
-        g_loss, grads = jax.value_and_grad(g_loss_fn)(gv)
+        (g_loss, gnt), grads = jax.value_and_grad(g_loss_fn, has_aux=True)(gv, gnt)
         gv, gov = g_opt.stateless_apply(gov, grads, gv)
         logs.append((float(d_loss), float(gp), float(g_loss)))
-    return logs, [np.asarray(v) for v in cv], [np.asarray(v) for v in gv]
+    for v, value in zip(g.trainable_variables + g.non_trainable_variables, gv + gnt):
+        v.assign(value)
+    return logs, [np.asarray(v) for v in cv], [np.asarray(w) for w in g.get_weights()]
 
 
 class _Batches(tn.callbacks.Callback):
@@ -178,6 +184,8 @@ def test_wgan_gp_steps_as_keras(keras, kind, d_steps):
     np.testing.assert_allclose(got, k_logs, rtol=1e-4, atol=1e-5)
     for a, b in zip(wgan.discriminator.get_weights(), k_cw):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    moving_mean = wgan.generator.get_weights()[3]
+    assert not np.allclose(moving_mean, gw[3])  # the statistics moved (and as Keras's)
     for a, b in zip(wgan.generator.get_weights(), k_gw):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
 

@@ -498,6 +498,15 @@ def _literal(v) -> str:
     raise TypeError(f"[symbolic] cannot write {v!r} into the model's program")
 
 
+_GRADIENT_DEPTH = [0]  # GradientTape gradients being written (local functions)
+
+
+def in_gradient_function() -> bool:
+    """True while a GradientTape's gradient with respect to a computed value is written:
+    its statements are a local function's, not the step's."""
+    return _GRADIENT_DEPTH[0] > 0
+
+
 def depending_on(target: KerasTensor, src: KerasTensor) -> dict:
     """{tensor id: whether it depends on src} for the tensors target's computation
     reads (a GradientTape's gradient tensor through its target as well)."""
@@ -650,7 +659,11 @@ class GraphWriter:
         outside = {k: v for k, v in self.names.items() if not depends.get(k, False)}
         outside[src.id] = x
         sub = GraphWriter(outside, self.param_var, self.layer_code, prefix=f"{name}_")
-        value = sub.expr(target)
+        _GRADIENT_DEPTH[0] += 1
+        try:
+            value = sub.expr(target)
+        finally:
+            _GRADIENT_DEPTH[0] -= 1
         body = ", ".join(sub.stmts + [f"sum({value})"])
         self.stmts.append(f"define({name}_f, {x}, block({body}))")
         self.stmts.append(f"define({name}, grad({name}_f)({self.names[src.id]}))")
