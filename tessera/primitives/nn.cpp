@@ -726,7 +726,12 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}, {"out"}, opt("axis", Value(int64_t{-1}))},
      .help = "Backward of softmax from its output: out * (g - sum(g * out, axis)).",
      .eval = [](Args& a) -> Value { return eval_softmax_grad(a, false); },
-     .ns_per_element = 5.0},
+     .ns_per_element = 5.0,
+     // Symmetric in g (its Jacobian is); in out, by the product rule.
+     .grads = {"softmax_grad(adjoint, out, axis)",
+               "adjoint * (g - sum(g * out, axis=axis, keepdims=true)) - "
+               "g * sum(adjoint * out, axis=axis, keepdims=true)",
+               ""}},
     {.name = "log_softmax",
      .family = "nn",
      .params = {{"x"}, opt("axis", Value(int64_t{-1}))},
@@ -740,7 +745,9 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}, {"out"}, opt("axis", Value(int64_t{-1}))},
      .help = "Backward of log_softmax from its output: g - exp(out) * sum(g, axis).",
      .eval = [](Args& a) -> Value { return eval_softmax_grad(a, true); },
-     .ns_per_element = 5.0},
+     .ns_per_element = 5.0,
+     .grads = {"adjoint - sum(adjoint * exp(out), axis=axis, keepdims=true)",
+               "-adjoint * exp(out) * sum(g, axis=axis, keepdims=true)", ""}},
 
     {.name = "bias_add",
      .family = "nn",
