@@ -165,13 +165,6 @@ bool ad_is_backward(const PrimitiveSpec& spec) {
   return spec.family == "autodiff" || spec.name.find("_grad") != std::string::npos;
 }
 
-// A call of grad, value_and_grad or vjp (not shadowed by a function of the
-// program): the form that makes a gradient function.
-bool ad_is_gradient_form(const AstPtr& a) {
-  return a->kind == Ast::Kind::call && !a->callee &&
-         (a->name == "grad" || a->name == "value_and_grad" || a->name == "vjp");
-}
-
 class Differentiator {
  public:
   explicit Differentiator(const FunctionLookup& lookup) : lookup_(lookup) {}
@@ -729,7 +722,7 @@ class Differentiator {
         break;
     }
     if (a->callee) {
-      if (ad_is_gradient_form(a->callee) && !shadowed(a->callee->name, ctx)) {
+      if (is_gradient_form(a->callee) && !shadowed(a->callee->name, ctx)) {
         // grad(f)(args...) inside the differentiated function: the gradient
         // function's source, differentiated in turn (a second-order gradient).
         Context defining;
@@ -823,7 +816,7 @@ class Differentiator {
       ctx.functions[target] = FunctionSource{target, params, a->args.back().value, a->loc};
       return Operand{literal(Value(), a->loc), -1};
     }
-    if (n == "define" && ad_is_gradient_form(a->args[1].value) &&
+    if (n == "define" && is_gradient_form(a->args[1].value) &&
         !shadowed(a->args[1].value->name, ctx)) {
       // define(df, grad(f)): df is a local function, the gradient's source,
       // inlined (and differentiated) where it is called.
@@ -1359,10 +1352,6 @@ class Differentiator {
   size_t expressions_ = 0;  // transformed so far (see kMaxGradientExpressions)
 };
 
-[[noreturn]] void ad_syntax_error(const SourceLoc& loc, const std::string& msg) {
-  throw SyntaxError(msg + " (at " + loc.str() + ")");
-}
-
 void collect_identifiers(const AstPtr& a, std::set<std::string>& out) {
   if (a->kind == Ast::Kind::identifier) out.insert(a->name);
   if (a->callee) collect_identifiers(a->callee, out);
@@ -1382,100 +1371,6 @@ AstPtr differentiate_split(const FunctionSource& f, const std::vector<int>& argn
                            const FunctionLookup& lookup, const SourceLoc& at, bool has_aux) {
   Differentiator d(lookup);
   return d.run(f, argnums, single, true, at, has_aux, true);
-}
-
-AstPtr gradient_function(const AstPtr& a, const FunctionLookup& lookup) {
-  const std::string& n = a->name;
-  AstPtr f, argnums;
-  bool has_aux = false;
-  for (const auto& arg : a->args) {
-    if (arg.name == "has_aux" && (n == "value_and_grad" || n == "vjp")) {
-      if (arg.value->kind != Ast::Kind::literal || !arg.value->value.is_bool()) {
-        ad_syntax_error(arg.value->loc, "[" + n + "] has_aux must be true or false");
-      }
-      has_aux = arg.value->value.as_bool();
-    } else if (arg.name == "argnums" || (arg.name.empty() && f && !argnums)) {
-      argnums = arg.value;
-    } else if (arg.name.empty() && !f) {
-      f = arg.value;
-    } else {
-      ad_syntax_error(arg.value->loc,
-                      "[" + n + "] expects " + n + "(function, argnums=0)");
-    }
-  }
-  if (!f) ad_syntax_error(a->loc, "[" + n + "] expects " + n + "(function, argnums=0)");
-  FunctionSource src;
-  if (f->kind == Ast::Kind::identifier) {
-    auto found = lookup(f->name);
-    if (!found) {
-      ad_syntax_error(f->loc, "[" + n + "] '" + f->name +
-                                "' is not a function defined with define(" + f->name +
-                                ", params..., body)");
-    }
-    src = *found;
-  } else if (f->kind == Ast::Kind::call && !f->callee && f->name == "lambda" &&
-             !f->args.empty()) {
-    src = FunctionSource{"lambda", std::vector<AstArg>(f->args.begin(), f->args.end() - 1),
-                         f->args.back().value, f->loc};
-  } else if (ad_is_gradient_form(f) && !lookup(f->name)) {
-    // grad(grad(g)): the gradient of lambda(params..., grad(g)(params...)),
-    // with g's parameters (a second-order gradient, see Differentiator).
-    AstPtr inner = f;
-    while (ad_is_gradient_form(inner) && !inner->args.empty() && inner->args[0].name.empty()) {
-      inner = inner->args[0].value;
-    }
-    std::vector<AstArg> params;
-    if (inner->kind == Ast::Kind::identifier) {
-      if (auto found = lookup(inner->name)) params = found->params;
-    } else if (inner->kind == Ast::Kind::call && !inner->callee && inner->name == "lambda") {
-      params.assign(inner->args.begin(), inner->args.end() - 1);
-    }
-    if (params.empty()) {
-      ad_syntax_error(f->loc, "[" + n + "] the function must be a name or a lambda, got " +
-                                  f->str());
-    }
-    auto body = std::make_shared<Ast>();
-    body->kind = Ast::Kind::call;
-    body->callee = f;
-    body->loc = f->loc;
-    std::vector<AstArg> plain;
-    for (const AstArg& p : params) {
-      const std::string pname = p.name.empty() ? p.value->name : p.name;
-      auto id = std::make_shared<Ast>();
-      id->kind = Ast::Kind::identifier;
-      id->name = pname;
-      id->loc = f->loc;
-      plain.push_back({"", id});
-      body->args.push_back({"", id});
-    }
-    src = FunctionSource{n + "(" + f->name + ")", std::move(plain), body, f->loc};
-  } else {
-    ad_syntax_error(f->loc,
-                    "[" + n + "] the function must be a name or a lambda, got " + f->str());
-  }
-  std::vector<int> nums;
-  bool single = true;
-  auto as_int = [&](const AstPtr& e) -> int {
-    if (e->kind != Ast::Kind::literal || !e->value.is_int()) {
-      ad_syntax_error(e->loc,
-                    "[" + n + "] argnums must be an int or a list of ints, got " + e->str());
-    }
-    return static_cast<int>(e->value.as_int());
-  };
-  if (!argnums) {
-    nums.push_back(0);
-  } else if (argnums->kind == Ast::Kind::list ||
-             (argnums->kind == Ast::Kind::call &&
-              (argnums->name == "list" || argnums->name == "tuple"))) {
-    single = false;
-    for (const auto& e : argnums->args) nums.push_back(as_int(e.value));
-    if (nums.empty()) ad_syntax_error(argnums->loc, "[" + n + "] argnums is empty");
-  } else {
-    nums.push_back(as_int(argnums));
-  }
-  return n == "vjp"
-             ? differentiate_split(src, nums, single, lookup, a->loc, has_aux)
-             : differentiate(src, nums, single, n == "value_and_grad", lookup, a->loc, has_aux);
 }
 
 std::vector<std::string> check_gradient_rules() {

@@ -62,6 +62,10 @@ AstPtr differentiate_split(const FunctionSource& f, const std::vector<int>& argn
 // then needs a gradient rule of its own, and one without is refused by name.
 AstPtr gradient_function(const AstPtr& form, const FunctionLookup& lookup);
 
+// True for a call of grad, value_and_grad or vjp (the forms that make a
+// gradient function; whether the program shadows the name is the caller's to check).
+bool is_gradient_form(const AstPtr& a);
+
 // Parses every gradient rule of the registry; a list of problems (rules that
 // do not parse or name unknown variables), empty when all are well formed.
 std::vector<std::string> check_gradient_rules();
