@@ -312,3 +312,27 @@ def test_argnums_must_be_written_in_the_call(rng):
     with pytest.raises(tessera.UnsupportedError, match=r"tessera.grad\(\) with argnums other "
                                                        r"than an int or a tuple of ints"):
         f(rng.normal(size=3), 0)
+
+
+def test_local_function_and_lambda_closing_over_a_differentiated_argument(rng):
+    """The inner gradient's function reads w from the enclosing function: the outer
+    gradient in w goes through the inner function's use of it (WGAN-GP's critic weights)."""
+
+    @tessera.jit
+    def f(x, w):
+        def inner(z):
+            return np.sum(np.tanh(z * w))
+
+        g = tessera.grad(inner)(x)
+        g2 = tessera.grad(lambda z: np.sum(z * z * w))(x)
+        return np.sum(g * g) + np.sum(g2)
+
+    def fj(x, w):
+        g = jax.grad(lambda z: jnp.sum(jnp.tanh(z * w)))(x)
+        g2 = jax.grad(lambda z: jnp.sum(z * z * w))(x)
+        return jnp.sum(g * g) + jnp.sum(g2)
+
+    x, w = rng.normal(size=4), rng.normal(size=4)
+    np.testing.assert_allclose(f(x, w), fj(x, w), rtol=1e-12)
+    for a, b in zip(tessera.grad(f, argnums=(0, 1))(x, w), jax.grad(fj, argnums=(0, 1))(x, w)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
