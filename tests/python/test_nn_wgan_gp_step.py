@@ -210,3 +210,14 @@ def test_gradient_of_unreached_source_is_refused():
     with pytest.raises(ValueError, match=r"\[GradientTape.gradient\] the target .* does not "
                                          r"depend on the source.*test_nn_wgan_gp_step"):
         bad.fit(_data(8), batch_size=8, epochs=1, verbose=0)
+
+
+def test_batch_norm_in_training_inside_a_gradient_function_is_refused_by_name():
+    critic = tn.Sequential([tn.Input(SHAPE), tn.layers.Flatten(), tn.layers.Dense(5),
+                            tn.layers.BatchNormalization(), tn.layers.Dense(1)])
+    wgan = _WGAN(critic, _generator(tn), 1)
+    wgan.compile(d_optimizer=tn.optimizers.SGD(0.1), g_optimizer=tn.optimizers.SGD(0.1))
+    with pytest.raises(NotImplementedError, match=r"BatchNormalization\) is called with "
+                                                  r"training=True inside a GradientTape's "
+                                                  r"gradient with respect to a computed value"):
+        wgan.fit(_data(8), batch_size=8, epochs=1, verbose=0)
