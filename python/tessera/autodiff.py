@@ -10,6 +10,7 @@ function and the arguments.
 
     dw = tessera.grad(loss)(w, x, y)                 # d loss / d w
     value, (dw, dx) = tessera.value_and_grad(loss, argnums=(0, 1))(w, x, y)
+    d2 = tessera.grad(tessera.grad(f))(x)            # a second derivative
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ def grad(f, argnums=0):
     """The gradient of scalar-valued `f` (a function or @tessera.jit function)
     with respect to argument `argnums` (an int, or a tuple for a tuple of
     gradients). Straight-line code, calls and if/else are differentiated;
-    loops raise CompileError naming the construct and the line."""
+    loops raise CompileError naming the construct and the line. It may be
+    called inside a jit function that is differentiated in turn, and nested:
+    grad(grad(f)) (second-order gradients, docs/python.md)."""
     return GradFunction(f, argnums, with_value=False)
 
 

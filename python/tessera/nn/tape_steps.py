@@ -484,6 +484,7 @@ class TapeStepProgram:
         used_phases = {ph for _, pairs, _ in trace.updates for _, ph, _ in pairs}
         self.moving: dict = {}  # a moving statistic's key -> its name now
         self.moved: set = set()  # (node id, id(layer)) whose statistics were applied
+        self.moves = 0  # the moving statistics' new names so far
         for kind, k, mark in events:
             if kind == "phase":
                 if k not in used_phases:
@@ -581,7 +582,8 @@ class TapeStepProgram:
             for i, pname in enumerate(("moving_mean", "moving_variance")):
                 key = (id(bn), pname)
                 old = self.moving.get(key) or self.trace.var_of[key]
-                new = f"{self.trace.var_of[key]}__m{len(lines)}_{len(self.moved)}"
+                self.moves += 1
+                new = f"{self.trace.var_of[key]}__m{self.moves}"
                 lines.append(f"define({new}, {m!r} * {old} + {1.0 - m!r} * {value}[{i}])")
                 self.moving[key] = new
         return lines
