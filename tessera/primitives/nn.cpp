@@ -693,7 +693,18 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}, {"x"}, opt("approximate", Value(false))},
      .help = "Backward of gelu (exact or tanh form): g * d gelu / dx.",
      .eval = [](Args& a) -> Value { return eval_activation_grad(a, gelu_kind(a, 2), 0.0); },
-     .ns_per_element = kn::activation_cost_ns(Activation::gelu)},
+     .ns_per_element = kn::activation_cost_ns(Activation::gelu),
+     // In x, gelu'': phi(x) (2 - x^2) for the erf form; for the tanh form, with
+     // t = tanh(u), u = c (x + 0.044715 x^3): (1 - t^2) (u' - x t u'^2 + x u'' / 2).
+     .grads = {"gelu_grad(adjoint, x, approximate)",
+               "adjoint * g * if(approximate, "
+               "(1.0 - square(tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))) * "
+               "(0.7978845608028654 * (1.0 + 0.134145 * x * x) - x * "
+               "tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)) * "
+               "square(0.7978845608028654 * (1.0 + 0.134145 * x * x)) + "
+               "0.5 * x * 0.7978845608028654 * 0.26829 * x), "
+               "0.3989422804014327 * exp(-0.5 * x * x) * (2.0 - x * x))",
+               ""}},
     activation_spec("sigmoid", Activation::sigmoid,
                     "Logistic function 1 / (1 + exp(-x)) elementwise, computed without "
                     "overflow, like keras.activations.sigmoid.",
