@@ -42,7 +42,8 @@ RUNS = ["antirectifier", "approximating_non_function_mappings", "attention_mil_c
         "timeseries_classification_from_scratch", "timeseries_traffic_forecasting",
         "timeseries_weather_forecasting", "token_learner",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
-        "vae", "wide_deep_cross_networks", "working_with_rnns", "writing_your_own_callbacks"]
+        "vae", "wgan_gp", "wide_deep_cross_networks", "working_with_rnns",
+        "writing_your_own_callbacks"]
 
 
 def test_every_script_is_listed():

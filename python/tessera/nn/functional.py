@@ -676,7 +676,8 @@ def apply_function(fn, exprs, shapes, ctx, dtypes=None, batch_axis=True) -> str:
 
 
 def _deps(t: KerasTensor) -> list:
-    return GraphWriter._inputs(t)
+    # a GradientTape's gradient tensor reads its target's layers too
+    return GraphWriter._inputs(t) + ([t.grad_target] if t.op == "grad" else [])
 
 
 def collect_layers(outputs, exclude=None) -> list:

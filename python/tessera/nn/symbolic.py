@@ -498,6 +498,33 @@ def _literal(v) -> str:
     raise TypeError(f"[symbolic] cannot write {v!r} into the model's program")
 
 
+_GRADIENT_DEPTH = [0]  # GradientTape gradients being written (local functions)
+
+
+def in_gradient_function() -> bool:
+    """True while a GradientTape's gradient with respect to a computed value is written:
+    its statements are a local function's, not the step's."""
+    return _GRADIENT_DEPTH[0] > 0
+
+
+def depending_on(target: KerasTensor, src: KerasTensor) -> dict:
+    """{tensor id: whether it depends on src} for the tensors target's computation
+    reads (a GradientTape's gradient tensor through its target as well)."""
+    depends: dict = {src.id: True}
+    stack = [(target, False)]
+    while stack:
+        v, ready = stack.pop()
+        if v.id in depends:
+            continue
+        ins = GraphWriter._inputs(v) + ([v.grad_target] if v.op == "grad" else [])
+        if not ready:
+            stack.append((v, True))
+            stack.extend((a, False) for a in ins if a.id not in depends)
+            continue
+        depends[v.id] = any(depends.get(a.id, False) for a in ins)
+    return depends
+
+
 class GraphWriter:
     """Writes the statements computing a graph of symbolic tensors.
 
@@ -601,6 +628,9 @@ class GraphWriter:
             # autodiff does not look into elements of lists)
             self.names[t.id] = self.names[t.args[0].id][t.args[1]]
             return
+        if t.op == "grad":
+            self._write_gradient(t, name)
+            return
         if t.op == "layer":
             expr = self.layer_code(t, name, self)
             if isinstance(expr, (list, tuple)):
@@ -613,6 +643,30 @@ class GraphWriter:
             self.stmts.append(f"define({name}, {expr})")
         else:
             self.stmts.append(f"define({name}, {self._prim_expr(t)})")
+        self.names[t.id] = name
+
+    def _write_gradient(self, t: KerasTensor, name: str):
+        """A GradientTape's gradient of t.grad_target with respect to the computed tensor
+        t.args[0]: the target's computation written as a local function of the source
+        (what does not depend on the source read from outside), and grad of its sum."""
+        src, target = t.args[0], t.grad_target
+        depends = depending_on(target, src)
+        if not depends[target.id]:
+            raise ValueError(f"[GradientTape.gradient] the target (made at {target.where}) "
+                             f"does not depend on the source (made at {src.where}): its "
+                             f"gradient is None under TensorFlow, not a tensor")
+        x = f"{name}_x"
+        outside = {k: v for k, v in self.names.items() if not depends.get(k, False)}
+        outside[src.id] = x
+        sub = GraphWriter(outside, self.param_var, self.layer_code, prefix=f"{name}_")
+        _GRADIENT_DEPTH[0] += 1
+        try:
+            value = sub.expr(target)
+        finally:
+            _GRADIENT_DEPTH[0] -= 1
+        body = ", ".join(sub.stmts + [f"sum({value})"])
+        self.stmts.append(f"define({name}_f, {x}, block({body}))")
+        self.stmts.append(f"define({name}, grad({name}_f)({self.names[src.id]}))")
         self.names[t.id] = name
 
     def _prim_expr(self, t: KerasTensor) -> str:
