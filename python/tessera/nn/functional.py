@@ -16,7 +16,8 @@ from .nested_masks import graph_model, mask_items, output_or_mask
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record,
                        follow_first_axis, stand_in_input, user_location)
-from .variables import PATH_SCOPE, add_program_losses, collecting_losses, tracing
+from .variables import (PATH_SCOPE, add_program_losses, assigning_in_call, collecting_losses,
+                        tracing)
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
            "graph_layers", "clone_graph"]
@@ -386,7 +387,8 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
     layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     _TRACING[0] += 1
     try:
-        with tracing(), path_scope(layer):  # the layer's Variables are read by the program
+        # (the layer's Variables are read by the program; weights it assigns, as assigned)
+        with tracing(), path_scope(layer), assigning_in_call():
             out = layer.call(*args, **kwa, **kw)
     finally:
         _TRACING[0] -= 1

@@ -20,6 +20,7 @@ bounds what the operations make; saving.py).
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import math
 import numbers
@@ -36,6 +37,29 @@ from .program_constants import bindable, constant_name
 __all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter"]
 
 _ids = itertools.count()
+
+# {(id(layer), weight name): symbolic value} while a user's call is traced: the
+# weights the call assigned (`self.conv.kernel.assign(self.conv.kernel * mask)`), read
+# as the assigned value by what the call records afterwards, as Keras's stateless
+# step reads them (variables.assigning_in_call)
+PARAM_OVERRIDES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_param_overrides",
+                                                                 default=None)
+
+
+def _overridden(args):
+    """args with each weight the traced call assigned replaced by its assigned value."""
+    ov = PARAM_OVERRIDES.get()
+    if not ov:
+        return args
+
+    def sub(a):
+        if isinstance(a, KerasTensor) and a.op == "param" and a.args[0] is not None:
+            return ov.get((id(a.args[0]), a.args[1]), a)
+        if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
+            return type(a)(sub(v) for v in a)
+        return a
+
+    return sub(args)
 _DUMMY_BATCH = (2, 3)
 # Stand-in lengths of the axes of unknown length past the batch axis
 # (Input(shape=(None, 8))): different from the batch sizes, so that an
@@ -117,6 +141,11 @@ class KerasTensor:
         self.where = where or user_location()
         self.name = name
         self._standins = dummies  # made when first needed (_dummies)
+        ov = PARAM_OVERRIDES.get()
+        if ov and op == "layer":  # a layer called after its weights were assigned
+            mine = {k[1]: v for k, v in ov.items() if k[0] == id(self.args[0])}
+            if mine:
+                self.param_overrides = mine
 
     # ------------------------------------------------------------ basics
     @property
@@ -395,6 +424,8 @@ def _deferred_reshape(name, args, where):
 def _record(name: str, args, kwargs):
     """Records the primitive `name` applied to args/kwargs (some symbolic)."""
     where = user_location()
+    args = _overridden(args)
+    kwargs = {k: _overridden(v) for k, v in kwargs.items()}
     if name not in _primitive_names():
         raise TypeError(f"[{name}] at {where}: {name!r} is not an operation tessera can apply to "
                         "symbolic tensors (see `tessera ops` for the list)")
@@ -572,6 +603,7 @@ class GraphWriter:
 
         walk(t.args)
         walk({k: v for k, v in t.kwargs.items() if k != "_template"})
+        walk(list(getattr(t, "param_overrides", {}).values()))
         return out
 
     def _visit(self, root: KerasTensor):

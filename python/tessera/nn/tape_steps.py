@@ -277,6 +277,7 @@ class _Writer:
             ctx.input_masks = carried_mask_exprs(ins, w) if traced else None
             ctx.output_masks = getattr(t, "mask_outputs", None)
             p = {q.name: self.param(layer, q.name) for q in layer.params} if not traced else {}
+            p.update({k: w.expr(v) for k, v in getattr(t, "param_overrides", {}).items()})
             out = (getattr(t, "builtin", None) or type(layer)).forward(
                 layer, exprs if multi else exprs[0], p, ctx, **static)
             if ctx.stats:

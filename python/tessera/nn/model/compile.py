@@ -34,8 +34,11 @@ def _same_rank_labels(a, out_shape):
     otherwise broadcast to (n, n)); labels with one axis more, of length 1,
     lose it."""
     rank = len(out_shape) + 1
-    if a.ndim == 1 and rank == 2 and out_shape[-1] == 1:
-        return a.reshape(-1, 1)
+    if a.ndim == rank - 1 and rank > 1 and out_shape[-1] == 1 and \
+            tuple(a.shape[1:]) == tuple(out_shape[:-1]):
+        # (n,) labels of a (n, 1) output; (n, 28, 28) images of a (n, 28, 28, 1) one (Keras
+        # squeezes the output instead: the same elementwise terms)
+        return a[..., None]
     if a.ndim == rank + 1 and a.shape[-1] == 1 and rank > 1:
         return a[..., 0]
     return a
@@ -340,8 +343,7 @@ class CompileMixin:
                                        loss)
             elif loss is not None and not isinstance(loss, _losses.FunctionLoss) and \
                     getattr(loss, "labels_like_output", True):
-                if a.ndim == 1 and out_shape == (1,):
-                    a = a.reshape(-1, 1)
+                a = _same_rank_labels(a, out_shape)
                 if a.ndim == len(out_shape) + 1 and tuple(a.shape[1:]) != out_shape and \
                         loss.labels_broadcast and not loss._is_custom() and \
                         _broadcasts_to(a.shape[1:], out_shape):
