@@ -17,7 +17,7 @@ from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record,
                        follow_first_axis, stand_in_input, user_location)
 from .variables import (PATH_SCOPE, add_program_losses, assigning_in_call, collecting_losses,
-                        tracing)
+                        is_rewriting, rewriting, tracing)
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
            "graph_layers", "clone_graph"]
@@ -360,7 +360,8 @@ def _restructure(template, flat: list):
 _TRACING = [0]
 
 
-def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
+def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
+               user_call=False):
     """Runs layer.call on fresh symbolic stand-ins for the inputs described by
     `template` (tensors arranged as the call received them). Returns the
     outputs (flat list), the placeholders, and whether there was one output.
@@ -384,11 +385,13 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
     else:
         kw.pop("training", None)
     args, kwa = call_args
-    layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
+    if user_call and not is_rewriting():
+        layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     _TRACING[0] += 1
     try:
-        # (the layer's Variables are read by the program; weights it assigns, as assigned)
-        with tracing(), path_scope(layer), assigning_in_call():
+        # (the layer's Variables are read by the program; weights it assigns, as assigned;
+        # user_call: the user's call, else the program writer's)
+        with tracing(), path_scope(layer), assigning_in_call(), rewriting(not user_call):
             out = layer.call(*args, **kwa, **kw)
     finally:
         _TRACING[0] -= 1
@@ -434,6 +437,32 @@ def write_traced(outs, placeholders, exprs, ctx) -> list:
     return results
 
 
+def _outer_losses(layer, placeholders, flat):
+    """The add_loss terms of this call (the layer's, its sublayers' and, for a model, its
+    layers'), recorded again on the tensors the layer was called on, so that `losses`
+    read after a symbolic call are of the caller's graph (a train_step's
+    `sum(self.vqvae.losses)`), as Keras's losses of the latest call. A term that reads
+    anything else (a mask) stays as traced."""
+    todo, seen = [layer], set()
+    while todo:
+        owner = todo.pop()
+        if id(owner) in seen:
+            continue
+        seen.add(id(owner))
+        added = owner.__dict__.get("_added")
+        terms = [a for a in added or () if isinstance(a, KerasTensor)]
+        if terms:
+            try:
+                again = iter(clone_graph(terms, placeholders, flat))
+            except (ValueError, KeyError):
+                again = None
+            if again is not None:
+                owner.__dict__["_added"] = [next(again) if isinstance(a, KerasTensor) else a
+                                            for a in added]
+        todo.extend(owner._sublayers())
+        todo.extend(getattr(owner, "layers", None) or [])
+
+
 def _call_custom(layer, inputs, args, kwargs):
     """A user's layer (or model) called on symbolic tensors: builds it on the
     first call, traces call() once for the output shapes, and records one
@@ -465,8 +494,10 @@ def _call_custom(layer, inputs, args, kwargs):
     called_training = static.pop("training", None)
     try:
         with collecting_losses():  # (its add_loss terms are written with its node)
-            outs, _, single = trace_call(layer, _template_of(template), static, False,
-                                         carried_mask_specs(flat))
+            outs, ph, single = trace_call(layer, _template_of(template), static, False,
+                                          carried_mask_specs(flat), user_call=True)
+        if not is_rewriting():
+            _outer_losses(layer, ph[:len(flat)], flat)
     except (ValueError, TypeError) as e:
         raise type(e)(f"{e} (in {type(layer).__name__}.call, layer {layer.name!r} called at "
                       f"{where})") from None

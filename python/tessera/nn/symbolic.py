@@ -536,13 +536,17 @@ class GraphWriter:
     gives a parameter's variable; `layer_code(tensor, input_exprs)` writes a
     layer call and returns its expression (or list of expressions)."""
 
-    def __init__(self, names: dict, param_var, layer_code, prefix: str = "t"):
+    def __init__(self, names: dict, param_var, layer_code, prefix: str = "t", param_at=None):
         self.names = dict(names)
         self.param_var = param_var
         self.layer_code = layer_code
         self.prefix = prefix
         self.stmts: list = []
         self._count = itertools.count()
+        # param_at(layer, name, when): a weight read by an operation made at `when` (a
+        # traced train_step's weights change between its updates), or None
+        self.param_at = param_at
+        self._consumer = None
 
     def expr(self, t: KerasTensor) -> str:
         self._visit(t)
@@ -550,6 +554,8 @@ class GraphWriter:
 
     def _arg(self, a) -> str:
         if isinstance(a, KerasTensor):
+            if a.op == "param" and self.param_at is not None and self._consumer is not None:
+                return self.param_at(*a.args, self._consumer)
             return self.names[a.id]
         if isinstance(a, (list, tuple)):
             if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in a):
@@ -621,6 +627,7 @@ class GraphWriter:
             self._write(t)
 
     def _write(self, t: KerasTensor):
+        self._consumer = t.id
         if t.op == "input":
             raise ValueError(f"[Model] the graph reaches an Input (made at {t.where}) that is "
                              "not among the model's inputs")

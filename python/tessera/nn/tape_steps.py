@@ -228,15 +228,23 @@ class _Writer:
         self.prefix = prefix
         self.stats: list = []
         self.sources = sources  # {key: name}: a phase's differentiated weights
-        self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix)
+        self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix,
+                              param_at=self.param_at)
 
     def param(self, layer, pname):
+        return self.param_at(layer, pname, None)
+
+    def param_at(self, layer, pname, when):
+        """The weight as a layer node being written reads it (its node's time), else
+        as an operation made at `when` reads it (a loss a layer added, recorded again
+        on the step's tensors: functional._outer_losses)."""
         key = (id(layer), pname)
         name = self.trace.var_of.get(key)
         if name is None:
             raise ValueError(f"[fit] layer {layer.name!r} is called by the train_step but its "
                              f"weight {pname!r} was not found when the step was traced")
-        return _vname(name, self.trace.version(key, self.time))
+        at = self.time if self.time is not None else when
+        return _vname(name, self.trace.version(key, float("inf") if at is None else at))
 
     def fresh(self, tag):
         return f"{self.prefix}_{''.join(c if c.isalnum() else '_' for c in tag)}" \

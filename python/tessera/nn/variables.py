@@ -26,7 +26,7 @@ from .params import initial_value
 from .symbolic import PARAM_OVERRIDES, KerasTensor, user_location
 
 __all__ = ["Variable", "name_scope", "tracing", "is_tracing", "collecting_updates",
-           "collecting_losses", "assigning_in_call"]
+           "collecting_losses", "assigning_in_call", "rewriting", "is_rewriting"]
 
 # True while a user's call/update_state/loss is traced into a program: a
 # variable's operations are then recorded instead of computed.
@@ -113,6 +113,25 @@ def collecting_losses():
         yield record
     finally:
         _LOSSES.reset(token)
+
+
+# True while a layer's call is traced again to write a program (not a call the user
+# made): the losses a layer keeps (Layer.losses, those of the latest call) stay as they are
+_REWRITING: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_rewriting", default=False)
+
+
+@contextlib.contextmanager
+def rewriting(on: bool = True):
+    """Within (on): calls traced are the program writer's, not the user's."""
+    token = _REWRITING.set(on or _REWRITING.get())
+    try:
+        yield
+    finally:
+        _REWRITING.reset(token)
+
+
+def is_rewriting() -> bool:
+    return _REWRITING.get()
 
 
 def add_loss_now(layer, loss) -> bool:
