@@ -14,6 +14,7 @@ from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
 from .nested_masks import graph_model, mask_items, output_or_mask
 from .registry import INTERNAL_MODEL_NAME, model_class
+from .sublayer_order import keras_order
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record,
                        follow_first_axis, stand_in_input, user_location)
 from .variables import (PATH_SCOPE, add_program_losses, assigning_in_call, collecting_losses,
@@ -438,29 +439,24 @@ def write_traced(outs, placeholders, exprs, ctx) -> list:
 
 
 def _outer_losses(layer, placeholders, flat):
-    """The add_loss terms of this call (the layer's, its sublayers' and, for a model, its
-    layers'), recorded again on the tensors the layer was called on, so that `losses`
-    read after a symbolic call are of the caller's graph (a train_step's
-    `sum(self.vqvae.losses)`), as Keras's losses of the latest call. A term that reads
-    anything else (a mask) stays as traced."""
+    """The add_loss terms of this call (its sublayers' and a model's layers' too) recorded
+    again on the tensors it was called on: `losses` of the latest call, in the caller's
+    graph (a train_step's `sum(self.vqvae.losses)`); one reading a mask stays as traced."""
     todo, seen = [layer], set()
     while todo:
         owner = todo.pop()
         if id(owner) in seen:
             continue
         seen.add(id(owner))
-        added = owner.__dict__.get("_added")
-        terms = [a for a in added or () if isinstance(a, KerasTensor)]
-        if terms:
-            try:
-                again = iter(clone_graph(terms, placeholders, flat))
-            except (ValueError, KeyError):
-                again = None
-            if again is not None:
-                owner.__dict__["_added"] = [next(again) if isinstance(a, KerasTensor) else a
-                                            for a in added]
-        todo.extend(owner._sublayers())
-        todo.extend(getattr(owner, "layers", None) or [])
+        added = owner.__dict__.get("_added") or []
+        try:
+            again = iter(clone_graph([a for a in added if isinstance(a, KerasTensor)],
+                                     placeholders, flat))
+            owner.__dict__["_added"] = [next(again) if isinstance(a, KerasTensor) else a
+                                        for a in added]
+        except (ValueError, KeyError):
+            pass
+        todo += list(owner._sublayers()) + list(getattr(owner, "layers", None) or [])
 
 
 def _call_custom(layer, inputs, args, kwargs):
@@ -767,7 +763,7 @@ def graph_layers(outputs, exclude=None):
                         walk(outs + [v for _, v in added if isinstance(v, KerasTensor)], False)
                     if owner.params:
                         add(owner)
-                    order[start:] = _keras_order(owner, order[start:])
+                    order[start:] = keras_order(owner, order[start:])
                 else:
                     add(owner)
             if is_outer and owner is not None and owner is not exclude:
@@ -806,34 +802,6 @@ def graph_layers(outputs, exclude=None):
                 placed.add(id(leaf))
                 leaves.append(leaf)
     return leaves, top
-
-
-def _keras_order(layer, used: list) -> list:
-    """The layers a user layer's call used, in the order Keras lists their
-    weights: the layer's own first, then the layers it holds as attributes
-    in the order it assigned them (lists, tuples and dicts of layers too,
-    each sublayer with its own in turn), then any others in call order."""
-    wanted = {id(l) for l in used}
-    ordered, placed, visited = [], set(), set()
-
-    def visit(obj):
-        if isinstance(obj, (list, tuple)):
-            for v in obj:
-                visit(v)
-        elif isinstance(obj, dict):
-            for v in obj.values():
-                visit(v)
-        elif hasattr(obj, "_is_custom") and hasattr(obj, "params") and id(obj) not in visited:
-            visited.add(id(obj))
-            if id(obj) in wanted and id(obj) not in placed:
-                placed.add(id(obj))
-                ordered.append(obj)
-            for name, v in vars(obj).items():
-                if not name.startswith("_") or name == "_layers":
-                    visit(v)
-
-    visit(layer)
-    return ordered + [l for l in used if id(l) not in placed]
 
 
 def clone_graph(outputs, inputs, new_inputs) -> list:

@@ -370,9 +370,10 @@ class Variable(KerasTensor):
             if _symbolic((value,)):
                 raise TypeError(f"[Variable.{where}] {self.path}: a symbolic value can be "
                                 "assigned only in a metric's update_state (traced for fit), or "
-                                "to a trainable weight inside a layer's call; assigning a "
-                                "non-trainable weight inside a call (a count or moving "
-                                "average kept by hand) is not supported yet: a "
+                                "to a trainable weight inside a layer's call (read as assigned "
+                                "by the rest of the call); assigning a non-trainable weight "
+                                "inside a layer's call (a count or moving average kept by "
+                                "hand) is not supported yet: a "
                                 "BatchNormalization layer keeps moving statistics "
                                 f"(at {user_location()})")
             return False
