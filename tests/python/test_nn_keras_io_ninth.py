@@ -167,6 +167,30 @@ def test_ctc_endpoint_on_labels_of_unknown_length_as_keras(keras):
     _close_weights(tm, km)
 
 
+def test_input_read_near_the_outputs_is_listed_by_depth_as_keras(keras):
+    """captcha_ocr's model of two Inputs, the labels read only by the last layer: Keras lists
+    its InputLayer by depth (just before the Dense feeding the CTC layer), not first; so
+    do `model.layers` and summary() now (they listed every InputLayer first)."""
+    tm, km = _ctc_model(tn), _ctc_model(keras)
+    assert [l.name for l in tm.layers] == [l.name for l in km.layers]
+
+    def late(lib):  # the second Input read by the last layer only
+        x, y = lib.Input((4,), name="x"), lib.Input((2,), name="y")
+        h = lib.layers.Dense(2, name="d2")(lib.layers.Dense(3, name="d1")(x))
+        return lib.Model([x, y], lib.layers.Add(name="add")([y, h]))
+
+    names = [l.name for l in late(tn).layers]
+    assert names == [l.name for l in late(keras).layers]
+    assert names.index("y") > names.index("d1")  # (the test can fail: not listed first)
+
+    def two(lib):  # Inputs at the same depth: in the order the graph meets them
+        a, b = lib.Input((3,), name="a"), lib.Input((3,), name="b")
+        return lib.Model([a, b], lib.layers.Dense(1, name="d")(
+            lib.layers.Concatenate(name="c")([b, a])))
+
+    assert [l.name for l in two(tn).layers] == [l.name for l in two(keras).layers]
+
+
 def test_ctc_loss_values_with_unknown_label_length_as_keras(keras):
     """ops.ctc_loss inside a model whose labels' length is unknown when it is built: the
     per-sample losses of each length met are Keras's."""

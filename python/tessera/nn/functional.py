@@ -390,8 +390,7 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
         layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     _TRACING[0] += 1
     try:
-        # (the layer's Variables are read by the program; weights it assigns, as assigned;
-        # user_call: the user's call, else the program writer's)
+        # (Variables read by the program, weights it assigns as assigned; user_call or writer's)
         with tracing(), path_scope(layer), assigning_in_call(), rewriting(not user_call):
             out = layer.call(*args, **kwa, **kw)
     finally:
@@ -709,13 +708,12 @@ def _deps(t: KerasTensor) -> list:
 
 
 def collect_layers(outputs, exclude=None) -> list:
-    """The layers (and owners of weights) a graph uses, leaves only (a user
-    layer's sublayers in its stead, with the user layer when it has weights
-    of its own), in Keras's order (graph_layers)."""
+    """The layers (and owners of weights) a graph uses, leaves only (a user layer's sublayers
+    in its stead, with it when it has weights of its own), in Keras's order (graph_layers)."""
     return graph_layers(outputs, exclude)[0]
 
 
-def graph_layers(outputs, exclude=None):
+def graph_layers(outputs, exclude=None, keys=None):
     """(leaves, top): the layers a graph uses as Keras orders a functional
     model's layers -- by depth (the most operations between the layer and
     the outputs first; a shared layer at its deepest), ties in the order a
@@ -781,9 +779,9 @@ def graph_layers(outputs, exclude=None):
         for dep in _deps(t):
             depth[dep.id] = max(depth.get(dep.id, 0), d + step)
     layer_depth, first = {}, {}
-    for t in outer:
-        if t.op in ("layer", "param"):
-            key = id(t.args[0])
+    for t in outer:  # (keys: an Input's place among them too, ("in", its id): Keras's)
+        if t.op in ("layer", "param", "input"):
+            key = ("in", t.id) if t.op == "input" else id(t.args[0])
             layer_depth[key] = max(layer_depth.get(key, 0), depth.get(t.id, 0))
     visited, stack = set(), list(reversed(list(outputs)))
     while stack:  # the walk from the outputs, meeting layers in pre-order
@@ -791,10 +789,12 @@ def graph_layers(outputs, exclude=None):
         if t.id in visited:
             continue
         visited.add(t.id)
-        if t.op in ("layer", "param"):
-            first.setdefault(id(t.args[0]), len(first))
+        if t.op in ("layer", "param", "input"):
+            first.setdefault(("in", t.id) if t.op == "input" else id(t.args[0]), len(first))
         stack.extend(reversed(_deps(t)))
-    top.sort(key=lambda l: (-layer_depth.get(id(l), 0), first.get(id(l), 0)))
+    keys = {} if keys is None else keys
+    keys.update({k: (-layer_depth.get(k, 0), n) for k, n in first.items()})
+    top.sort(key=lambda l: keys.get(id(l), (0, 0)))
     leaves, placed = [], set()
     for layer in top:
         for leaf in leaves_of[id(layer)]:
