@@ -101,6 +101,10 @@ KERAS_CANNOT = {
     "vae": "the guide's train_step takes TensorFlow's GradientTape (keras.GradientTape is "
            "tessera's), not installed here; test_nn_step_overrides.py compares the VAE's step "
            "with Keras's compute_loss",
+    "vq_vae": "its VQVAETrainer's train_step takes TensorFlow's GradientTape "
+              "(keras.GradientTape is tessera's), not installed here; "
+              "test_nn_keras_io_ninth.py compares the quantizer's step (its added loss "
+              "read from model.losses in the tape) with Keras's stateless JAX step",
     "pretrained_word_embeddings": "Keras's TextVectorization needs TensorFlow, not "
                                   "installed here",
     "neural_machine_translation_with_transformer": "Keras's TextVectorization and the "

@@ -20,6 +20,7 @@ bounds what the operations make; saving.py).
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import math
 import numbers
@@ -36,6 +37,29 @@ from .program_constants import bindable, constant_name
 __all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter"]
 
 _ids = itertools.count()
+
+# {(id(layer), weight name): symbolic value} while a user's call is traced: the
+# weights the call assigned (`self.conv.kernel.assign(self.conv.kernel * mask)`), read
+# as the assigned value by what the call records afterwards, as Keras's stateless
+# step reads them (variables.assigning_in_call)
+PARAM_OVERRIDES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_param_overrides",
+                                                                 default=None)
+
+
+def _overridden(args):
+    """args with each weight the traced call assigned replaced by its assigned value."""
+    ov = PARAM_OVERRIDES.get()
+    if not ov:
+        return args
+
+    def sub(a):
+        if isinstance(a, KerasTensor) and a.op == "param" and a.args[0] is not None:
+            return ov.get((id(a.args[0]), a.args[1]), a)
+        if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
+            return type(a)(sub(v) for v in a)
+        return a
+
+    return sub(args)
 _DUMMY_BATCH = (2, 3)
 # Stand-in lengths of the axes of unknown length past the batch axis
 # (Input(shape=(None, 8))): different from the batch sizes, so that an
@@ -117,6 +141,11 @@ class KerasTensor:
         self.where = where or user_location()
         self.name = name
         self._standins = dummies  # made when first needed (_dummies)
+        ov = PARAM_OVERRIDES.get()
+        if ov and op == "layer":  # a layer called after its weights were assigned
+            mine = {k[1]: v for k, v in ov.items() if k[0] == id(self.args[0])}
+            if mine:
+                self.param_overrides = mine
 
     # ------------------------------------------------------------ basics
     @property
@@ -395,6 +424,8 @@ def _deferred_reshape(name, args, where):
 def _record(name: str, args, kwargs):
     """Records the primitive `name` applied to args/kwargs (some symbolic)."""
     where = user_location()
+    args = _overridden(args)
+    kwargs = {k: _overridden(v) for k, v in kwargs.items()}
     if name not in _primitive_names():
         raise TypeError(f"[{name}] at {where}: {name!r} is not an operation tessera can apply to "
                         "symbolic tensors (see `tessera ops` for the list)")
@@ -532,13 +563,17 @@ class GraphWriter:
     gives a parameter's variable; `layer_code(tensor, input_exprs)` writes a
     layer call and returns its expression (or list of expressions)."""
 
-    def __init__(self, names: dict, param_var, layer_code, prefix: str = "t"):
+    def __init__(self, names: dict, param_var, layer_code, prefix: str = "t", param_at=None):
         self.names = dict(names)
         self.param_var = param_var
         self.layer_code = layer_code
         self.prefix = prefix
         self.stmts: list = []
         self._count = itertools.count()
+        # param_at(layer, name, when): a weight read by an operation made at `when` (a
+        # traced train_step's weights change between its updates), or None
+        self.param_at = param_at
+        self._consumer = None
 
     def expr(self, t: KerasTensor) -> str:
         self._visit(t)
@@ -546,6 +581,8 @@ class GraphWriter:
 
     def _arg(self, a) -> str:
         if isinstance(a, KerasTensor):
+            if a.op == "param" and self.param_at is not None and self._consumer is not None:
+                return self.param_at(*a.args, self._consumer)
             return self.names[a.id]
         if isinstance(a, (list, tuple)):
             if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in a):
@@ -599,6 +636,7 @@ class GraphWriter:
 
         walk(t.args)
         walk({k: v for k, v in t.kwargs.items() if k != "_template"})
+        walk(list(getattr(t, "param_overrides", {}).values()))
         return out
 
     def _visit(self, root: KerasTensor):
@@ -616,6 +654,7 @@ class GraphWriter:
             self._write(t)
 
     def _write(self, t: KerasTensor):
+        self._consumer = t.id
         if t.op == "input":
             raise ValueError(f"[Model] the graph reaches an Input (made at {t.where}) that is "
                              "not among the model's inputs")

@@ -257,9 +257,16 @@ class _Writer:
         self.prefix = prefix
         self.stats: list = []  # (outermost node id, layer, batch statistics' name)
         self.sources = sources  # {key: name}: a phase's differentiated weights
-        self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix)
+        self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix,
+                              param_at=self.param_at)
 
     def param(self, layer, pname):
+        return self.param_at(layer, pname, None)
+
+    def param_at(self, layer, pname, when):
+        """The weight as a layer node being written reads it (its node's time), else
+        as an operation made at `when` reads it (a loss a layer added, recorded again
+        on the step's tensors: functional._outer_losses)."""
         key = (id(layer), pname)
         name = self.trace.var_of.get(key)
         if name is None:
@@ -267,7 +274,8 @@ class _Writer:
                              f"weight {pname!r} was not found when the step was traced")
         if key in self.moving:
             return self.moving[key]
-        return _vname(name, self.trace.version(key, self.time))
+        at = self.time if self.time is not None else when
+        return _vname(name, self.trace.version(key, float("inf") if at is None else at))
 
     def fresh(self, tag):
         return f"{self.prefix}_{''.join(c if c.isalnum() else '_' for c in tag)}" \
@@ -308,6 +316,7 @@ class _Writer:
             ctx.input_masks = carried_mask_exprs(ins, w) if traced else None
             ctx.output_masks = getattr(t, "mask_outputs", None)
             p = {q.name: self.param(layer, q.name) for q in layer.params} if not traced else {}
+            p.update({k: w.expr(v) for k, v in getattr(t, "param_overrides", {}).items()})
             out = (getattr(t, "builtin", None) or type(layer)).forward(
                 layer, exprs if multi else exprs[0], p, ctx, **static)
             if ctx.stats and in_gradient_function():

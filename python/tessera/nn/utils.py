@@ -321,11 +321,12 @@ class PyDataset:
     def on_epoch_end(self):
         pass
 
-    def _to_dataset(self, where, shuffle_seed=None):
+    def _to_dataset(self, where, shuffle_seed=None, form=None):
         """Its batches as fit, evaluate and predict read them: each as given, of
         its own size and shape (given_batches.py); on_epoch_begin/on_epoch_end
-        around each pass; in a shuffled order with shuffle_seed (fit's shuffle)."""
-        return pydataset_batches(self, where, shuffle_seed)
+        around each pass; in a shuffled order with shuffle_seed (fit's shuffle);
+        form: the model's flattening of each batch (given_batches.batch_parts)."""
+        return pydataset_batches(self, where, shuffle_seed, form)
 
 
 Sequence = PyDataset  # Keras 2's name, still exported by Keras 3

@@ -24,7 +24,7 @@ from ..functional import (apply_function, call_builtin, call_layer, claim_path,
                           custom_forward)
 from ..params import Param, value_spec
 from ..symbolic import NAME_COUNTS, next_name, user_location
-from ..variables import Variable, add_loss_now
+from ..variables import Variable, add_loss_now, is_rewriting
 
 __all__ = ["Context", "Layer", "Param"]
 
@@ -669,7 +669,8 @@ class Layer:
         inputs and weights, or a number) is summed and added to the training
         loss (and evaluate's), as Keras does; `losses` lists them."""
         add_loss_now(self, loss)
-        self.__dict__.setdefault("_added", []).append(loss)
+        if not is_rewriting():  # (a program written again: the user's latest call's stay)
+            self.__dict__.setdefault("_added", []).append(loss)
 
     @property
     def losses(self) -> list:

@@ -211,7 +211,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         self._inputs, self._outputs = ins, outs
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
-        leaves, top = graph_layers(outs)
+        order = {}  # (minus depth, walk index) of each layer and ("in", id) of each Input
+        leaves, top = graph_layers(outs, keys=order)
         # a subclassed model's own weights (add_weight in its build: the perceiver's latent
         # array) are its first, as Keras lists them
         self._layers = [l for l in leaves if l is not self or l.params]
@@ -230,6 +231,12 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         for t, layer in zip(given, self._input_layers):
             t.name = layer.name  # an unnamed Input takes its layer's ("input_layer_3"), as
             #                      Keras's do, so a saved config rebuilds the same names
+        # Keras lists a functional model's InputLayers among its layers by depth, as the
+        # others (an Input read only near the outputs, captcha_ocr's labels, comes late)
+        self.__dict__["_layer_keys"] = {id(layer): order.get(("in", t.id), (-(1 << 30), 0))
+                                        for t, layer in zip(given, self._input_layers)}
+        self.__dict__["_layer_keys"].update({id(l): order[id(l)] for l in self._top_layers
+                                             if id(l) in order})
         self._check_reachable()
         self._assign_vars()
         self._create_values()
@@ -494,7 +501,12 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         InputLayers first, then the layers in the order they compute
         (a Sequential's without its InputLayer)."""
         top = self.__dict__.get("_top_layers")
-        return self._input_layers + (self._layers if top is None else top)
+        if top is None:
+            return self._input_layers + self._layers
+        keys = self.__dict__.get("_layer_keys") or {}
+        if all(id(l) in keys for l in self._input_layers + top):  # (stable: ties as listed)
+            return sorted(self._input_layers + top, key=lambda l: keys[id(l)])
+        return self._input_layers + top
 
     @layers.setter
     def layers(self, layers) -> None:

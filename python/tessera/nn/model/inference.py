@@ -82,7 +82,7 @@ class InferenceMixin:
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
         steps = capped_steps(steps)
-        x = _from_py_dataset(x, "evaluate", steps)
+        x = _from_py_dataset(x, "evaluate", steps, form=self._batch_form("evaluate"))
         if isinstance(x, _data.Dataset):
             ds = x
             self.__dict__["_labels_given"] = True
@@ -271,7 +271,7 @@ class InferenceMixin:
         and on_predict_end are called, as Keras calls them. Stateful layers
         carry their states from batch to batch (_stateful_predict)."""
         steps = capped_steps(steps)
-        x = _from_py_dataset(x, "predict", steps)
+        x = _from_py_dataset(x, "predict", steps, form=self._batch_form("predict"))
         if overrides_predict_step(self):
             return self._predict_with_step(x, batch_size, verbose, steps, callbacks)
         stateful = carried(self._layers) and not self.__dict__.get("_carries_states")

@@ -113,9 +113,10 @@ class TrainingMixin:
         epochs, steps_per_epoch = capped_epochs(epochs), capped_steps(steps_per_epoch)
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
-        x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None)
+        x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None,
+                             self._batch_form("fit"))
         if validation_data is not None:
-            validation_data = _from_py_dataset(validation_data, "fit")
+            validation_data = _from_py_dataset(validation_data, "fit", form=self._batch_form("fit"))
         is_ds = isinstance(x, _data.Dataset)
         if is_ds:
             if y is not None or sample_weight is not None or class_weight is not None:
