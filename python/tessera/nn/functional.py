@@ -703,8 +703,7 @@ def apply_function(fn, exprs, shapes, ctx, dtypes=None, batch_axis=True) -> str:
 # ---------------------------------------------------------------- discovery
 
 
-def _deps(t: KerasTensor) -> list:
-    # a GradientTape's gradient tensor reads its target's layers too
+def _deps(t: KerasTensor) -> list:  # a tape's gradient tensor reads its target's layers too
     return GraphWriter._inputs(t) + ([t.grad_target] if t.op == "grad" else [])
 
 
