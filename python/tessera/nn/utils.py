@@ -35,7 +35,7 @@ from .random import reseed_global
 from .keras_objects import deserialize_keras_object, serialize_keras_object
 from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
                      get_registered_name, get_registered_object, register_keras_serializable)
-from .symbolic import KerasTensor
+from .symbolic import KerasTensor, keras_dtype
 
 __all__ = ["FeatureSpace", "set_random_seed", "to_categorical", "pad_sequences", "normalize",
            "timeseries_dataset_from_array", "split_dataset", "PyDataset", "Sequence", "Progbar",
@@ -763,25 +763,11 @@ def is_keras_tensor(x):
     return isinstance(x, KerasTensor)
 
 
-_PYTHON_DTYPES = {bool: "bool", int: "int64", float: "float32", str: "string"}
-
-
 def standardize_dtype(dtype):
     """A dtype's name as Keras writes it: None is float32 (floatx), Python's int
-    int64, float float32; NumPy and JAX dtypes by their names."""
-    if dtype is None:
-        return "float32"
-    if dtype in _PYTHON_DTYPES:
-        return _PYTHON_DTYPES[dtype]
-    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
-    if name is None and hasattr(dtype, "dtype"):
-        name = getattr(dtype.dtype, "name", None)
-    if name == "float":
-        return "float32"
-    try:
-        return np.dtype(name if name is not None else dtype).name
-    except TypeError:
-        raise ValueError(f"[standardize_dtype] invalid dtype: {dtype!r}") from None
+    and "int" int32, float float32; NumPy and JAX dtypes by their names; others
+    ("float", "double") a ValueError, as Keras's."""
+    return "float32" if dtype is None else keras_dtype(dtype)
 
 
 def clear_session(free_memory=True):

@@ -26,6 +26,7 @@ from ..dtype_policies import computed_name, global_policy
 from ..functional import call_layer, clone_graph, graph_layers
 from ..layers import InputLayer, Layer
 from ..layers.base import _auto_name, _with_batch
+from ..random import default_seed
 from ..params import DeferredValues, initial_value, value_spec
 from ..programs import ProgramsMixin
 from ..registry import is_model
@@ -103,7 +104,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
 
     kind = "Model"
 
-    def __init__(self, inputs=None, outputs=None, name: Optional[str] = None, seed: int = 0,
+    def __init__(self, inputs=None, outputs=None, name: Optional[str] = None, seed=None,
                  dtype=None, trainable: bool = True, **kwargs):
         if name is None and type(self) is Model:
             name = _auto_name("Functional")  # Keras 3's name of Model(inputs, outputs)
@@ -113,7 +114,9 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         if dtype not in ("float32", "float64"):
             raise ValueError(f"[{self.kind}] dtype must be 'float32' or 'float64', got {dtype!r}")
         self.dtype = dtype
-        self.seed = seed
+        # None: 0, or after utils.set_random_seed the global stream's next (so the global
+        # seed varies the initial weights, as Keras's)
+        self.seed = default_seed() if seed is None else seed
         self._layers: list = []  # the layers that compute (no InputLayer)
         self._input_layers: list = []  # a functional model's, as Keras lists them
         self._inputs: list = []
