@@ -201,3 +201,54 @@ def test_integer_weight_of_a_layer_keeps_its_dtype(keras):
     hg = got.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False).history["loss"]
     hw = want.fit(x, y, epochs=2, batch_size=4, verbose=0, shuffle=False).history["loss"]
     np.testing.assert_allclose(hg, hw, rtol=1e-5)
+
+
+def _two_input_models(lib):
+    """(joined, independent): two-input functional models whose outputs mix the inputs'
+    rows (Concatenate on the feature axis) or do not (a Dense per input)."""
+    a, b = lib.Input((3,)), lib.Input((2,))
+    joined = lib.Model([a, b], lib.layers.Concatenate()([lib.layers.Dense(2)(a), b]))
+    c, d = lib.Input((3,)), lib.Input((2,))
+    indep = lib.Model([c, d], [lib.layers.Dense(1)(c), lib.layers.Dense(2)(d)])
+    return joined, indep
+
+
+def _copy_weights(src, dst):
+    dst.set_weights(src.get_weights())
+
+
+def test_two_inputs_of_different_batch_sizes_as_keras(keras):
+    rng = np.random.default_rng(1)
+    x4, x5 = rng.normal(size=(4, 3)).astype("float32"), rng.normal(size=(5, 2)).astype("float32")
+    (kj, ki), (tj, ti) = _two_input_models(keras), _two_input_models(tn)
+    _copy_weights(ki, ti)
+    # nothing mixes the rows: Keras's eager call gives each output its input's rows
+    want, got = ki([x4, x5]), ti([x4, x5])
+    assert [np.shape(g) for g in got] == [np.shape(w) for w in want] == [(4, 1), (5, 2)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-6)
+    # Concatenate on the feature axis needs the same rows: refused by both, tessera naming it
+    with pytest.raises(TypeError, match="(?i)concatenat"):
+        kj([x4, x5])
+    with pytest.raises(ValueError, match=r"\[concatenate\] .*size 4 .*size 5"):
+        tj([x4, x5])
+    # predict and evaluate cut the inputs into batches of samples: both refuse
+    for model, kmodel in ((tj, kj), (ti, ki)):
+        with pytest.raises(ValueError, match="(?i)cardinality"):
+            kmodel.predict([x4, x5], verbose=0)
+        with pytest.raises(ValueError, match=r"\[predict\] the inputs have different numbers "
+                                             r"of samples: \[4, 5\]"):
+            model.predict([x4, x5], verbose=0)
+
+
+def test_two_input_predict_with_a_batch_size_not_dividing_the_samples(keras):
+    rng = np.random.default_rng(2)
+    xa, xb = rng.normal(size=(7, 3)).astype("float32"), rng.normal(size=(7, 2)).astype("float32")
+    for k, t in zip(_two_input_models(keras), _two_input_models(tn)):
+        _copy_weights(k, t)
+        want, got = k.predict([xa, xb], batch_size=3, verbose=0), \
+            t.predict([xa, xb], batch_size=3, verbose=0)
+        for g, w in zip(got if isinstance(got, list) else [got],
+                        want if isinstance(want, list) else [want]):
+            assert np.shape(g) == np.shape(w)
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

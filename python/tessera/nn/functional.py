@@ -955,8 +955,11 @@ def _run_eager(model, feeds, training):
     predict, or in training mode (training=True)."""
     if training:
         return model._forward_training(feeds)
+    # one batch of all the rows: inputs of different lengths are Keras's too when nothing
+    # mixes their rows (two independent branches); an op that does is refused by its check
+    model.__dict__["_one_batch"] = True
     return model.predict(feeds if len(feeds) > 1 else feeds[0],
-                         batch_size=max(1, len(feeds[0])), verbose=0)
+                         batch_size=max([1] + [len(f) for f in feeds]), verbose=0)
 
 
 def _eager_custom_call(layer, inputs, args, kwargs):
