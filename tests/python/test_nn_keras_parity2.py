@@ -252,3 +252,143 @@ def test_two_input_predict_with_a_batch_size_not_dividing_the_samples(keras):
                         want if isinstance(want, list) else [want]):
             assert np.shape(g) == np.shape(w)
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def _bn_discriminator(lib):
+    # (no bias before the normalization: its gradient is zero but for rounding)
+    return lib.Sequential([lib.Input((4,)), lib.layers.Dense(5, use_bias=False),
+                           lib.layers.BatchNormalization(momentum=0.8),
+                           lib.layers.Activation("tanh"), lib.layers.Dense(1)],
+                          name="discriminator")
+
+
+def _bn_generator(lib):
+    return lib.Sequential([lib.Input((3,)), lib.layers.Dense(6, use_bias=False),
+                           lib.layers.BatchNormalization(momentum=0.7),
+                           lib.layers.Activation("relu"), lib.layers.Dense(4)], name="generator")
+
+
+class _BNGAN(tn.Model):
+    """The keras-io GAN step with both sub-models called in training mode (their batch
+    normalizations normalize by the batch and update their moving statistics)."""
+
+    def __init__(self, discriminator, generator):
+        super().__init__()
+        self.discriminator, self.generator = discriminator, generator
+
+    def compile(self, d_optimizer, g_optimizer, loss_fn):
+        super().compile()
+        self.d_optimizer, self.g_optimizer, self.loss_fn = d_optimizer, g_optimizer, loss_fn
+
+    def train_step(self, data):
+        real, z1, z2 = data
+        n = tn.ops.shape(real)[0]
+        fake = self.generator(z1, training=True)
+        combined = tn.ops.concatenate([fake, real], axis=0)
+        labels = tn.ops.concatenate([tn.ops.ones((n, 1)), tn.ops.zeros((n, 1))], axis=0)
+        with tn.GradientTape() as tape:
+            d_loss = self.loss_fn(labels, self.discriminator(combined, training=True))
+        grads = tape.gradient(d_loss, self.discriminator.trainable_weights)
+        self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+        with tn.GradientTape() as tape:
+            pred = self.discriminator(self.generator(z2, training=True), training=True)
+            g_loss = self.loss_fn(tn.ops.zeros((n, 1)), pred)
+        grads = tape.gradient(g_loss, self.generator.trainable_weights)
+        self.g_optimizer.apply_gradients(zip(grads, self.generator.trainable_weights))
+        # (fake written again for the logs: its call still updates the statistics once)
+        return {"d_loss": d_loss, "g_loss": g_loss, "fake_mean": tn.ops.mean(fake)}
+
+
+def _keras_bn_steps(keras, dw, gw, batches, lr):
+    """Keras on JAX, stateless: the same step, each training-mode call returning the
+    sub-model's updated moving statistics, carried to the next call."""
+    import jax  # noqa: PLC0415 - Keras's backend, present with the oracle
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    d, g = _bn_discriminator(keras), _bn_generator(keras)
+    d.set_weights(dw)
+    g.set_weights(gw)
+    d_opt, g_opt = keras.optimizers.SGD(lr), keras.optimizers.SGD(lr)
+    d_opt.build(d.trainable_variables)
+    g_opt.build(g.trainable_variables)
+    bce = keras.losses.BinaryCrossentropy(from_logits=True)
+    dv, dn = [v.value for v in d.trainable_variables], [v.value for v in d.non_trainable_variables]
+    gv, gn = [v.value for v in g.trainable_variables], [v.value for v in g.non_trainable_variables]
+    dov, gov = [v.value for v in d_opt.variables], [v.value for v in g_opt.variables]
+    losses = []
+    for real, z1, z2 in batches:
+        n = len(real)
+        fake, gn = g.stateless_call(gv, gn, z1, training=True)
+        labels = jnp.concatenate([jnp.ones((n, 1)), jnp.zeros((n, 1))], axis=0)
+
+        def d_loss_fn(dv_, dn_):
+            pred, dn2 = d.stateless_call(dv_, dn_, jnp.concatenate([fake, real], axis=0),
+                                         training=True)
+            return bce(labels, pred), dn2
+
+        (d_loss, dn), grads = jax.value_and_grad(d_loss_fn, has_aux=True)(dv, dn)
+        dv, dov = d_opt.stateless_apply(dov, grads, dv)
+
+        def g_loss_fn(gv_, gn_, dn_):
+            f2, gn2 = g.stateless_call(gv_, gn_, z2, training=True)
+            pred, dn2 = d.stateless_call(dv, dn_, f2, training=True)
+            return bce(jnp.zeros((n, 1)), pred), (gn2, dn2)
+
+        (g_loss, (gn, dn)), grads = jax.value_and_grad(g_loss_fn, has_aux=True)(gv, gn, dn)
+        gv, gov = g_opt.stateless_apply(gov, grads, gv)
+        losses.append((float(d_loss), float(g_loss)))
+    weights = [np.asarray(v) for v in dv + dn], [np.asarray(v) for v in gv + gn]
+    return losses, weights
+
+
+def test_batch_norm_in_training_mode_in_a_tape_step_as_keras(keras):
+    rng = np.random.default_rng(3)
+    real = rng.normal(1.0, 0.5, (16, 4)).astype("float32")
+    z1, z2 = rng.normal(size=(16, 3)).astype("float32"), rng.normal(size=(16, 3)).astype("float32")
+    kd, kg = _bn_discriminator(keras), _bn_generator(keras)
+    dw, gw = [np.asarray(w) for w in kd.get_weights()], [np.asarray(w) for w in kg.get_weights()]
+    batches = [(real[i:i + 8], z1[i:i + 8], z2[i:i + 8]) for i in (0, 8)]
+    k_losses, (k_d, k_g) = _keras_bn_steps(keras, dw, gw, batches * 2, 0.5)
+    d, g = _bn_discriminator(tn), _bn_generator(tn)
+    d.set_weights(dw)
+    g.set_weights(gw)
+    gan = _BNGAN(d, g)
+    # SGD: Adam would scale up the rounding noise of gradients that are zero in exact
+    # arithmetic (the generator's output bias, which the discriminator's batch norm removes)
+    gan.compile(tn.optimizers.SGD(0.5), tn.optimizers.SGD(0.5),
+                tn.losses.BinaryCrossentropy(from_logits=True))
+    seen = []
+    cb = tn.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: seen.append(dict(logs)))
+    gan.fit((real, z1, z2), batch_size=8, epochs=2, shuffle=False, verbose=0, callbacks=[cb])
+    np.testing.assert_allclose([(s["d_loss"], s["g_loss"]) for s in seen], k_losses,
+                               rtol=1e-5, atol=1e-6)
+    # trainable weights then moving statistics, as Keras's stateless lists order them
+    for model, want in ((gan.discriminator, k_d), (gan.generator, k_g)):
+        got = [np.asarray(v) for v in model.trainable_weights + model.non_trainable_weights]
+        assert len(got) == len(want)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    # the moving statistics did move (the comparison above is not of untouched zeros/ones)
+    bn = gan.discriminator.layers[1]
+    assert not np.allclose(np.asarray(bn.moving_mean), 0.0)
+
+
+def test_batch_norm_read_after_its_training_call_is_refused_by_name():
+    class _Mixed(_BNGAN):
+        def train_step(self, data):
+            real, z1, z2 = data
+            with tn.GradientTape() as tape:
+                loss = tn.ops.mean(self.discriminator(real, training=True))
+                loss = loss + tn.ops.mean(self.discriminator(real))  # inference: moving stats
+            grads = tape.gradient(loss, self.discriminator.trainable_weights)
+            self.d_optimizer.apply_gradients(zip(grads, self.discriminator.trainable_weights))
+            return {"loss": loss}
+
+    gan = _Mixed(_bn_discriminator(tn), _bn_generator(tn))
+    gan.compile(tn.optimizers.Adam(), tn.optimizers.Adam(), None)
+    x = np.ones((8, 4), "float32")
+    with pytest.raises(NotImplementedError, match=r"\[fit\] layer 'batch_normalization.*' "
+                                                  r"\(BatchNormalization\) is called in "
+                                                  r"inference mode after a call in training "
+                                                  r"mode.*test_nn_keras_parity2"):
+        gan.fit((x, x[:, :3], x[:, :3]), batch_size=8, epochs=1, verbose=0)

@@ -226,7 +226,11 @@ class _Writer:
         self.inner = 0
         self.training = "false"
         self.prefix = prefix
-        self.stats: list = []
+        # (the call's place in the step, layer, batch statistics' name) of each layer
+        # with moving statistics called in training mode, and (place, layer) of each
+        # called in inference mode (reading them)
+        self.bn_updates: list = []
+        self.bn_reads: list = []
         self.sources = sources  # {key: name}: a phase's differentiated weights
         self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix)
 
@@ -255,6 +259,7 @@ class _Writer:
                     f"[fit] a sub-model called in the train_step has over {_INNER - 1} layers "
                     f"inside one call (at {t.where})")
             number = self.numbers[self.time] * _INNER + self.inner
+        place = (self.time, 0 if outer else self.inner)  # the order Keras calls them in
         held = self.training
         try:
             layer, ins, multi = t.args
@@ -279,12 +284,10 @@ class _Writer:
             p = {q.name: self.param(layer, q.name) for q in layer.params} if not traced else {}
             out = (getattr(t, "builtin", None) or type(layer)).forward(
                 layer, exprs if multi else exprs[0], p, ctx, **static)
-            if ctx.stats:
-                raise NotImplementedError(
-                    f"[fit] layer {layer.name!r} ({layer.kind}) is called with training=True "
-                    "in a train_step that trains sub-models with tapes of their own: its "
-                    "moving statistics are not updated there yet (call it without "
-                    f"training=True, or leave BatchNormalization out) (at {t.where})")
+            # Keras updates a layer's moving statistics at each call in training mode
+            self.bn_updates += [(place, bn, s, t.where) for bn, s in ctx.stats]
+            if not ctx.stats and any(q.name == "moving_mean" for q in layer.params):
+                self.bn_reads.append((place, layer, t.where))
             return out
         finally:
             self.training = held
@@ -450,6 +453,7 @@ class TapeStepProgram:
             [("update", j, trace.updates[j][2]) for j in updates]
         events.sort(key=lambda e: e[2])
         used_phases = {ph for _, pairs, _ in trace.updates for _, ph, _ in pairs}
+        bn_updates, bn_reads = [], []
         for kind, k, mark in events:
             if kind == "phase":
                 if k not in used_phases:
@@ -458,10 +462,17 @@ class TapeStepProgram:
                 srcs = [_vname(trace.var_of[key], trace.version(key, mark)) for key in keys]
                 w = _Writer(trace, bound, f"p{k}", self.numbers)
                 e = w.expr(loss)
+                aux = ""
+                if w.bn_updates:  # the batch statistics leave the phase as its aux
+                    e = f"list({e}, list({', '.join(s for _, _, s, _ in w.bn_updates)}))"
+                    aux = ", has_aux=true"
+                    bn_updates += [(place, bn, f"r_{k}[2][{i}]", where)
+                                   for i, (place, bn, _, where) in enumerate(w.bn_updates)]
+                bn_reads += w.bn_reads
                 body = ",\n    ".join(w.gw.stmts + [e])
                 lines.append(f"define(phase_{k}, {', '.join(srcs)}, block(\n    {body}))")
                 nums = ", ".join(str(i) for i in range(len(srcs)))
-                lines.append(f"define(r_{k}, value_and_grad(phase_{k}, argnums=[{nums}])"
+                lines.append(f"define(r_{k}, value_and_grad(phase_{k}, argnums=[{nums}]{aux})"
                              f"({', '.join(srcs)}))")
                 lines += [f"define(g_{k}_{i}, r_{k}[1][{i}])" for i in range(len(srcs))]
                 phase_loss[loss.id] = f"r_{k}[0]"
@@ -506,7 +517,10 @@ class TapeStepProgram:
             reported_exprs.append(phase_loss.get(t.id) or tail.expr(t))
             self.reported.append(t)
         lines += tail.gw.stmts
-        finals = [_vname(trace.var_of[key], trace.final_version(key)) for key in self.keys]
+        moved = self._moving_statistics(bn_updates + tail.bn_updates, bn_reads + tail.bn_reads,
+                                        lines)
+        finals = [moved.get(key) or _vname(trace.var_of[key], trace.final_version(key))
+                  for key in self.keys]
         self.opt_state_names = [st.name for _, st in self.opt_vars]
         out_states = [self.state_now[q][st.name] for q, st in self.opt_vars]
         lines.append(f"list(list({', '.join(reported_exprs)}), list({', '.join(finals)}), "
@@ -519,6 +533,37 @@ class TapeStepProgram:
                      "tape_step\n")
         self.values = values
         self.program = compile_program(self.text, "<model train_step (tapes)>")
+
+    def _moving_statistics(self, updates, reads, lines) -> dict:
+        """Each update of a layer's moving mean and variance, in the order of the calls in
+        training mode (a call written twice, in a tape's loss and in the logs, once), as
+        Keras's: moving = momentum * moving + (1 - momentum) * the batch's. Returns {key:
+        the final value's name}. A call in inference mode after one in training mode would
+        read the updated statistics in Keras: refused rather than read the old."""
+        once = {}
+        for place, bn, stats, where in updates:
+            once.setdefault(place, (bn, stats, where))
+        now: dict = {}
+        for j, place in enumerate(sorted(once)):
+            bn, stats, _ = once[place]
+            m = bn.momentum
+            for i, pname in enumerate(("moving_mean", "moving_variance")):
+                key = (id(bn), pname)
+                old = now.get(key) or _vname(self.trace.var_of[key],
+                                             self.trace.final_version(key))
+                new = f"{self.trace.var_of[key]}__bn{j}"
+                lines.append(f"define({new}, {m!r} * {old} + {1.0 - m!r} * "
+                             f"reshape({stats}[{i}], shape({old})))")
+                now[key] = new
+        for place, layer, where in reads:
+            first = min((p for p, (bn, _, _) in once.items() if bn is layer), default=None)
+            if first is not None and place > first:
+                raise NotImplementedError(
+                    f"[fit] layer {layer.name!r} ({layer.kind}) is called in inference mode "
+                    "after a call in training mode in the same train_step: Keras would read "
+                    "the moving statistics that call updated, which tessera's traced step does "
+                    f"not yet (call it with training=True both times) (at {where})")
+        return now
 
     def _reported_tensors(self) -> list:
         seen, out = set(), []
