@@ -392,3 +392,159 @@ def test_batch_norm_read_after_its_training_call_is_refused_by_name():
                                                   r"inference mode after a call in training "
                                                   r"mode.*test_nn_keras_parity2"):
         gan.fit((x, x[:, :3], x[:, :3]), batch_size=8, epochs=1, verbose=0)
+
+
+# ------------------------------------------------------------------ small user programs
+
+_RNG = np.random.default_rng(0)
+_X = _RNG.normal(size=(20, 4)).astype("float32")
+_Y = (_X.sum(1, keepdims=True) > 0).astype("float32")
+_W = [_RNG.normal(size=s).astype("float32") * 0.5 for s in [(4, 3), (3,), (3, 1), (1,)]]
+
+
+def _small(lib, name=None):
+    m = lib.Sequential([lib.Input((4,)), lib.layers.Dense(3, activation="relu"),
+                        lib.layers.Dense(1, activation="sigmoid")], name=name)
+    m.set_weights(_W)
+    return m
+
+
+def _both(keras, program):
+    return program(keras), program(tn)
+
+
+def _close(got, want):
+    assert list(got) == list(want), (list(got), list(want))
+    for k in want:
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-6, err_msg=k)
+
+
+def test_fit_and_evaluate_logs_keys_order_and_values_as_keras(keras):
+    """Keras sorts the logs' keys (history.history, evaluate's dict, the callbacks'); the
+    list form keeps loss then compile's metrics."""
+    def program(lib):
+        m = _small(lib)
+        m.compile(lib.optimizers.SGD(0.1), "binary_crossentropy",
+                  metrics=["accuracy", lib.metrics.AUC(name="my_auc"), "mae",
+                           lib.metrics.Precision()])
+        seen = []
+        cb = lib.callbacks.LambdaCallback(
+            on_epoch_end=lambda e, logs: seen.append(list(logs)),
+            on_train_batch_end=lambda b, logs: seen.append(list(logs)))
+        h = m.fit(_X, _Y, epochs=2, batch_size=5, verbose=0, shuffle=False,
+                  validation_split=0.25, callbacks=[cb])
+        return (h.history, h.params, h.epoch, seen, m.evaluate(_X, _Y, verbose=0,
+                                                                return_dict=True),
+                m.evaluate(_X, _Y, verbose=0), m.metrics_names)
+
+    want, got = _both(keras, program)
+    _close(got[0], want[0])
+    assert got[1] == want[1] and list(got[1]) == list(want[1])  # params, in Keras's order
+    assert got[2] == want[2]
+    assert got[3] == want[3]
+    _close(got[4], want[4])
+    np.testing.assert_allclose(got[5], want[5], rtol=1e-4)
+    assert got[6] == want[6]
+
+
+def test_multi_output_and_batch_logs_as_keras(keras):
+    def program(lib):
+        a = lib.Input((4,))
+        h = lib.layers.Dense(3)(a)
+        m = lib.Model(a, [lib.layers.Dense(1, name="o1")(h), lib.layers.Dense(2, name="o2")(h)])
+        m.set_weights([np.full(w.shape, 0.1 * (i + 1), "float32")
+                       for i, w in enumerate(m.get_weights())])
+        m.compile("sgd", loss=["mse", "mae"], loss_weights=[1.0, 0.5],
+                  metrics=[["mae"], ["mse"]])
+        ys = [_Y, np.ones((20, 2), "float32")]
+        h = m.fit(_X, ys, verbose=0, epochs=1, batch_size=20, shuffle=False)
+        return (h.history, m.evaluate(_X, ys, verbose=0, return_dict=True),
+                m.train_on_batch(_X[:5], [y[:5] for y in ys], return_dict=True),
+                m.test_on_batch(_X[:5], [y[:5] for y in ys], return_dict=True))
+
+    want, got = _both(keras, program)
+    for g, w in zip(got, want):
+        _close(g, w)
+
+
+def test_callbacks_read_the_learning_rate_and_stop_as_keras(keras):
+    def program(lib):
+        m = _small(lib)
+        m.compile(lib.optimizers.SGD(0.0), "mse")
+        rates = []
+
+        class Rate(lib.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                rates.append(float(np.asarray(self.model.optimizer.learning_rate)))
+
+        stop = lib.callbacks.EarlyStopping(monitor="loss", patience=1)
+        plateau = lib.callbacks.ReduceLROnPlateau(monitor="loss", patience=0, factor=0.5)
+        h = m.fit(_X, _Y, epochs=10, verbose=0, callbacks=[Rate(), plateau, stop])
+        return h.history, rates, stop.stopped_epoch
+
+    want, got = _both(keras, program)
+    _close(got[0], want[0])
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-6)
+    assert got[2] == want[2]
+
+
+def test_frozen_layer_shared_layer_and_sequential_edits_as_keras(keras):
+    def program(lib):
+        m = _small(lib)
+        m.layers[0].trainable = False
+        m.compile(lib.optimizers.SGD(0.1), "binary_crossentropy")
+        m.fit(_X, _Y, epochs=1, verbose=0, batch_size=20, shuffle=False)
+        frozen = (len(m.trainable_weights), len(m.non_trainable_weights),
+                  [np.asarray(w) for w in m.get_weights()])
+        a, b = lib.Input((4,)), lib.Input((4,))
+        d = lib.layers.Dense(2, name="shared")
+        shared = lib.Model([a, b], lib.layers.Add()([d(a), d(b)]))
+        s = lib.Sequential(name="s")
+        s.add(lib.Input((4,)))
+        s.add(lib.layers.Dense(3, name="d1"))
+        s.add(lib.layers.Dense(2, name="d2"))
+        s.pop()
+        edits = [l.name for l in s.layers], s.output_shape
+        s.add(lib.layers.Dense(5, name="d3"))
+        return frozen, (len(shared.weights), [l.name for l in shared.layers][-2:]), edits, \
+            ([l.name for l in s.layers], s.output_shape)
+
+    want, got = _both(keras, program)
+    assert got[0][:2] == want[0][:2]
+    for g, w in zip(got[0][2], want[0][2]):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert got[1:] == want[1:]
+
+
+def test_custom_layer_config_and_weights_round_trip_as_keras(keras):
+    def program(lib):
+        class Lin(lib.layers.Layer):
+            def __init__(self, units=2, **kw):
+                super().__init__(**kw)
+                self.units = units
+
+            def build(self, shape):
+                self.w = self.add_weight(shape=(shape[-1], self.units), initializer="ones",
+                                         name="w")
+
+            def call(self, x):
+                return lib.ops.matmul(x, self.w)
+
+            def get_config(self):
+                return {**super().get_config(), "units": self.units}
+
+        layer = Lin(3, name="lin")
+        out = np.asarray(layer(np.ones((2, 4), "float32")))
+        cfg = layer.get_config()
+        again = Lin.from_config(cfg)
+        m = _small(lib)
+        w = m.get_weights()
+        m.set_weights([a + 1 for a in w])
+        return (sorted(k for k in cfg if k != "dtype"), (again.name, again.units), out,
+                [(v.name, v.path, tuple(v.shape)) for v in layer.weights],
+                [(type(a).__name__, a.dtype, a.shape) for a in m.get_weights()])
+
+    want, got = _both(keras, program)
+    assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3]
+    np.testing.assert_array_equal(got[2], want[2])
+    assert got[4] == want[4]

@@ -684,7 +684,7 @@ def fit_tape_steps(model, x=None, y=None, batch_size=None, epochs=1, verbose="au
     history = _cb.History()
     model.history = history
     cbs = _cb.CallbackList(callbacks, history=history, model=model,
-                           params={"epochs": epochs, "steps": steps, "verbose": verbose})
+                           params={"verbose": verbose, "epochs": epochs, "steps": steps})
     if any(isinstance(c, _cb.ProgbarLogger) for c in cbs.callbacks):
         verbose = 0
     model.stop_training = False

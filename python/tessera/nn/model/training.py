@@ -290,7 +290,7 @@ class TrainingMixin:
         for past in (state or {}).get("history") or []:  # the epochs a resumed run did
             history._add(past["epoch"], dict(past["logs"]))
         cbs = _cb.CallbackList(callbacks, history=history, model=self,
-                               params={"epochs": epochs, "steps": steps, "verbose": verbose})
+                               params={"verbose": verbose, "epochs": epochs, "steps": steps})
         if any(isinstance(c, _cb.ProgbarLogger) for c in cbs.callbacks):
             verbose = 0  # the user's ProgbarLogger prints instead, as in Keras
         self.stop_training = False
