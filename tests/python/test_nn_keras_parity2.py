@@ -4,6 +4,8 @@ weights and variables, Variable dtypes, two-input eager calls, BatchNormalizatio
 traced train_step, and small programs users write (compile/fit/evaluate keys, callbacks,
 summary text, get/set_weights)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -548,3 +550,30 @@ def test_custom_layer_config_and_weights_round_trip_as_keras(keras):
     assert got[0] == want[0] and got[1] == want[1] and got[3] == want[3]
     np.testing.assert_array_equal(got[2], want[2])
     assert got[4] == want[4]
+
+
+def _summary_text(model):
+    lines = []
+    model.summary(print_fn=lambda s, **kw: lines.append(s))
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("opt", ["adam", "sgd", "sgd_momentum", "amsgrad", None])
+def test_summary_counts_the_optimizer_after_fit_as_keras(keras, opt):
+    """After fit builds the optimizer, Keras's summary adds its variables (state, iteration
+    count, learning rate) to the total, on an "Optimizer params" line."""
+    def program(lib):
+        m = _small(lib, "counted")
+        make = {"adam": lambda: lib.optimizers.Adam(), "sgd": lambda: lib.optimizers.SGD(),
+                "sgd_momentum": lambda: lib.optimizers.SGD(momentum=0.9),
+                "amsgrad": lambda: lib.optimizers.Adam(amsgrad=True), None: None}[opt]
+        if make is not None:
+            m.compile(make(), "mse")
+            m.fit(_X, _Y, epochs=1, verbose=0)
+        text = _summary_text(m)
+        return [line.strip() for line in text.splitlines()
+                if re.match(r"\s*(Total|Trainable|Non-trainable|Optimizer) params", line)], \
+            text.splitlines()[0]
+
+    want, got = _both(keras, program)
+    assert got == want

@@ -603,10 +603,18 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
                 c = counts[v in trainable]
                 c[0] += n
                 c[1] += n * np.dtype(dtype).itemsize
-        total = [counts[True][k] + counts[False][k] for k in range(2)]
-        for what, (n, size) in (("Total", total), ("Trainable", counts[True]),
-                                ("Non-trainable", counts[False])):
-            print_fn(f"{what} params: {n:,} ({_readable_bytes(size)})")
+        # Keras's optimizer params, once fit built the optimizer: its state, its iteration
+        # count and its learning rate (4 bytes each, as Keras-on-JAX's variables)
+        state = self._opt_state if self._compiled is not None else None
+        opt = [2, 8] if state is not None else None
+        for a in (state or {}).values():
+            if a is not None:
+                opt[0] += int(np.size(a))
+                opt[1] += int(np.size(a)) * np.asarray(a).dtype.itemsize
+        total = [counts[True][k] + counts[False][k] + (opt[k] if opt else 0) for k in range(2)]
+        lines = [("Total", total), ("Trainable", counts[True]), ("Non-trainable", counts[False])]
+        for what, (n, size) in lines + ([("Optimizer", opt)] if opt else []):
+            print_fn(f" {what} params: {n:,} ({_readable_bytes(size)})")
 
     def get_weights(self) -> list:
         """The weights as a list of NumPy arrays (copies), layer by layer in
