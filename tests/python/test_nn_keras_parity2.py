@@ -577,3 +577,24 @@ def test_summary_counts_the_optimizer_after_fit_as_keras(keras, opt):
 
     want, got = _both(keras, program)
     assert got == want
+
+
+_I32, _F32 = np.arange(3, dtype="int32"), np.ones(3, "float32")
+_B, _I8, _U8 = np.array([True, False, True]), np.arange(3, dtype="int8"), np.arange(3, dtype="uint8")
+
+
+@pytest.mark.parametrize("case", [
+    ("add", _I32, 1.5), ("multiply", _I32, 1.0), ("add", _B, 1), ("add", _B, 1.0),
+    ("add", _I8, 1.0), ("add", _I32, _F32), ("subtract", _F32, _I32), ("maximum", _I32, 1.5),
+    ("power", _I32, 0.5), ("add", _U8, _I8), ("multiply", _I32, 2), ("floor_divide", _I32, 2),
+    ("divide", _I32, _I32), ("add", _F32, 1)], ids=lambda c: f"{c[0]}")
+def test_ops_promote_dtypes_as_keras(keras, case):
+    """keras.ops on NumPy arrays and Python numbers: Keras's promotion (JAX's lattice), not
+    NumPy's (int32 + 1.5 is float32, bool + 1 int32)."""
+    name, a, b = case
+    want = np.asarray(getattr(keras.ops, name)(a, b))
+    got = np.asarray(getattr(tn.ops, name)(a, b))
+    assert got.dtype == want.dtype, (name, a.dtype, b, got.dtype, want.dtype)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    args = (a.dtype.name, type(b) if not isinstance(b, np.ndarray) else b.dtype.name)
+    assert tn.backend.result_type(*args) == keras.backend.result_type(*args)
