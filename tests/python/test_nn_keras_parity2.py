@@ -598,3 +598,43 @@ def test_ops_promote_dtypes_as_keras(keras, case):
     np.testing.assert_allclose(got, want, rtol=1e-6)
     args = (a.dtype.name, type(b) if not isinstance(b, np.ndarray) else b.dtype.name)
     assert tn.backend.result_type(*args) == keras.backend.result_type(*args)
+
+
+def test_normalization_mean_and_variance_after_adapt_as_keras(keras):
+    x = np.random.default_rng(4).normal(size=(24, 4)).astype("float32")
+    got, want = tn.layers.Normalization(), keras.layers.Normalization()
+    assert got.mean is None and want.mean is None
+    for layer in (got, want):
+        layer.adapt(x)
+    for attr in ("mean", "variance"):
+        g, w = np.asarray(getattr(got, attr)), np.asarray(getattr(want, attr))
+        assert g.shape == w.shape == (1, 4)
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got(x[:3]), want(x[:3]), rtol=1e-5, atol=1e-6)
+    given = tn.layers.Normalization(mean=[1.0, 2.0], variance=[4.0, 4.0])
+    assert given.mean == [1.0, 2.0] and given.get_config()["mean"] == [1.0, 2.0]
+
+
+def test_to_categorical_as_keras(keras):
+    for y in (np.array([0, 2, 1]), np.array([[0], [2]]), [1, 0]):
+        got, want = tn.utils.to_categorical(y, 3), keras.utils.to_categorical(y, 3)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_output_names_as_keras(keras):
+    def names(lib):
+        a = lib.Input((4,))
+        h = lib.layers.Dense(3, name="hh")(a)
+        models = [lib.Model(a, [lib.layers.Dense(1, name="o1")(h), h]),
+                  lib.Model(a, {"first": lib.layers.Dense(1, name="o2")(h), "second": h}),
+                  lib.Model(a, lib.ops.add(h, 1.0))]
+        return [m.output_names for m in models]
+
+    assert names(tn) == names(keras)
+    seq = tn.Sequential([tn.Input((3,)), tn.layers.Dense(2)])
+    kseq = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    with pytest.raises(AttributeError):
+        kseq.output_names
+    with pytest.raises(AttributeError, match="output_names"):
+        seq.output_names

@@ -51,9 +51,9 @@ __all__ = ["FeatureSpace", "set_random_seed", "to_categorical", "pad_sequences",
 
 
 def to_categorical(x, num_classes=None):
-    """One-hot float32 rows for integer class labels, like
-    keras.utils.to_categorical: shape x.shape + (num_classes,), a last axis of
-    1 dropped first; num_classes defaults to max(x) + 1."""
+    """One-hot rows for integer class labels, like keras.utils.to_categorical:
+    shape x.shape + (num_classes,), a last axis of 1 dropped first; num_classes
+    defaults to max(x) + 1; float64, as Keras's NumPy result."""
     y = np.asarray(x)
     if y.ndim > 1 and y.shape[-1] == 1:
         y = y.reshape(y.shape[:-1])
@@ -66,7 +66,7 @@ def to_categorical(x, num_classes=None):
         bad = y[(y < 0) | (y >= num_classes)].flat[0]
         raise ValueError(f"[to_categorical] label {bad} is out of range for num_classes="
                          f"{num_classes}")
-    out = np.zeros(y.shape + (num_classes,), dtype=np.float32)
+    out = np.zeros(y.shape + (num_classes,), dtype=np.float64)
     np.put_along_axis(out, y[..., None], 1.0, axis=-1)
     return out
 

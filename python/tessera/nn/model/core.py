@@ -527,6 +527,27 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         raise ValueError(f"[get_layer] no layer named {name!r}; layers: "
                          f"{[l.name for l in self.layers]}")
 
+    @property
+    def output_names(self) -> list:
+        """Keras's, of a functional model: the names of the layers making its outputs (a
+        dict's too, by layer, not key); Sequential and subclassed models have none."""
+        if "_output_names_set" in self.__dict__:
+            return self.__dict__["_output_names_set"]
+        if not self._functional:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                 "'output_names' (Keras's functional models have it)")
+        names = []
+        for t in self._outputs:
+            node = t.args[0] if t.op == "item" else t
+            names.append(node.args[0].name if node.op in ("layer", "input") and node.args
+                         and hasattr(node.args[0], "name") else
+                         t.name or getattr(t, "fn", None) or t.op)  # (an op's: "add")
+        return names
+
+    @output_names.setter
+    def output_names(self, value):
+        self.__dict__["_output_names_set"] = list(value)
+
     def summary(self, line_length=None, positions=None, print_fn=None, expand_nested=False,
                 show_trainable=False, layer_range=None):
         """Prints each layer's type, output shape and parameter count, and
