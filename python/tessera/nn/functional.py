@@ -952,12 +952,13 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
 
 
 def _run_eager(model, feeds, training):
-    """The one-layer model of an eager call run on its feeds, as one batch:
-    predict, or in training mode (training=True)."""
+    """The one-layer model of an eager call run on its feeds, as one batch of all their
+    rows (as Keras's, of inputs of different lengths too): predict, or training mode."""
     if training:
         return model._forward_training(feeds)
+    model.__dict__["_one_batch"] = True
     return model.predict(feeds if len(feeds) > 1 else feeds[0],
-                         batch_size=max(1, len(feeds[0])), verbose=0)
+                         batch_size=max([1] + [len(f) for f in feeds]), verbose=0)
 
 
 def _eager_custom_call(layer, inputs, args, kwargs):

@@ -90,6 +90,31 @@ def _dtype_name(dtype) -> str:
         raise TypeError(f"[Input] unknown dtype {dtype!r}") from None
 
 
+# Keras 3's dtypes (backend.common.dtypes.ALLOWED_DTYPES) and its names of Python's types
+# (int is int32, as on every backend but TensorFlow)
+KERAS_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
+                "int16", "int32", "int64", "bfloat16", "bool", "string", "float8_e4m3fn",
+                "float8_e5m2", "complex64", "complex128")
+_PYTHON_DTYPES = {bool: "bool", int: "int32", float: "float32", str: "string", "int": "int32",
+                  complex: "complex64"}
+
+
+def keras_dtype(dtype, where: str = "standardize_dtype") -> str:
+    """A dtype's name as Keras's standardize_dtype gives it (None stays None): Python's
+    int and "int" are int32, float float32; NumPy dtypes and types by name; a name Keras
+    does not take ("float", "double", "f4") is a ValueError, as Keras's."""
+    if dtype is None:
+        return None
+    name = _PYTHON_DTYPES.get(dtype, dtype) if isinstance(dtype, (str, type)) else dtype
+    if not isinstance(name, str):
+        name = (getattr(name, "name", None) or getattr(name, "__name__", None)
+                or getattr(getattr(name, "dtype", None), "name", None) or str(name))
+    if name not in KERAS_DTYPES:
+        raise ValueError(f"[{where}] invalid dtype: {dtype!r} (Keras's dtypes are "
+                         f"{', '.join(KERAS_DTYPES)}; Python's int is int32, float float32)")
+    return name
+
+
 def is_symbolic(x) -> bool:
     return isinstance(x, KerasTensor)
 

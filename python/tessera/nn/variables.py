@@ -23,7 +23,7 @@ import numpy as np
 
 from . import initializers
 from .params import initial_value
-from .symbolic import PARAM_OVERRIDES, KerasTensor, user_location
+from .symbolic import PARAM_OVERRIDES, KerasTensor, keras_dtype, next_name, user_location
 
 __all__ = ["Variable", "name_scope", "tracing", "is_tracing", "collecting_updates",
            "collecting_losses", "assigning_in_call", "rewriting", "is_rewriting"]
@@ -192,6 +192,16 @@ class name_scope:
             self._pop_on_exit = False
 
 
+def _numpy_dtype(dtype, where: str):
+    """Keras's name of `dtype` ("int" and Python's int are int32; "float" a ValueError, as
+    Keras's), as a NumPy dtype name; None stays None."""
+    name = keras_dtype(dtype, where)
+    if name is not None and name in ("bfloat16", "string", "float8_e4m3fn", "float8_e5m2"):
+        raise TypeError(f"[{where}] dtype {name} is a Keras dtype tessera's arrays do not hold "
+                        f"(at {user_location()})")
+    return name
+
+
 def _plain(v):
     """A Variable's value (other things as they are), for eager NumPy."""
     if isinstance(v, Variable):
@@ -257,6 +267,7 @@ class Variable(KerasTensor):
                              (_layer, _param), name=_layer._weight_subpath(_param).rsplit("/")[-1])
             self._own = None
             return
+        dtype = _numpy_dtype(dtype, "Variable")
         if initializer is None:
             raise ValueError("[Variable] initializer is required (an array, or an initializer "
                              "with a shape)")
@@ -278,7 +289,7 @@ class Variable(KerasTensor):
             if shape is not None and tuple(value.shape) != tuple(int(d) for d in shape):
                 raise ValueError(f"[Variable] the initial value has shape {value.shape}, not "
                                  f"the shape given, {tuple(shape)}")
-        self._layer, self._param = None, name or "variable"
+        self._layer, self._param = None, name or next_name("variable")  # Keras's auto_name
         self._scope = PATH_SCOPE[-1]  # the name scopes open now (name_scope)
         self._own = value
         self._trainable = bool(trainable)

@@ -339,9 +339,10 @@ class CompileMixin:
             out.append(a)
         n = len(out[0])
         for k, a in enumerate(out):
-            if len(a) != n:
+            if len(a) != n and not self.__dict__.get("_one_batch"):
                 raise ValueError(f"[{where}] the inputs have different numbers of samples: "
-                                 f"{[len(b) for b in out]}")
+                                 f"{[len(b) for b in out]} (every input needs one row per "
+                                 "sample, as Keras's 'data cardinality')")
         return out
 
     def _prepare_y(self, y, n: int, where: str) -> list:

@@ -156,7 +156,7 @@ class InferenceMixin:
                             verbose == "auto" and sys.stdout.isatty()):
             print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
         if return_dict:
-            return result
+            return dict(sorted(result.items()))  # (Keras's pythonify_logs sorts them)
         return self._flatten_logs_in_order(result)
 
     def _inference_seed(self) -> int:
@@ -475,7 +475,7 @@ class InferenceMixin:
     def _batch_logs(self, logs: dict, return_dict: bool):
         logs = {k: float(v) for k, v in logs.items()}
         if return_dict:
-            return logs
+            return dict(sorted(logs.items()))  # (Keras's pythonify_logs sorts them)
         return self._flatten_logs_in_order(logs)
 
 
