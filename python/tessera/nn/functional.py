@@ -952,8 +952,7 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
 
 
 def _run_eager(model, feeds, training):
-    """The one-layer model of an eager call run on its feeds, as one batch of all their
-    rows (as Keras's, of inputs of different lengths too): predict, or training mode."""
+    """An eager call's one-layer model on its feeds as one batch (Keras's too)."""
     if training:
         return model._forward_training(feeds)
     model.__dict__["_one_batch"] = True
