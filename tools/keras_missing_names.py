@@ -145,8 +145,8 @@ NAME_WHY = {
                           ["jvp"])],
     "keras.callbacks": [("services and formats outside tessera (an HTTP endpoint, Orbax)",
                          ["OrbaxCheckpoint", "RemoteMonitor"])],
-    "keras.backend": [("Keras's naming and type-promotion internals (tessera names layers "
-                       "itself; ops promote as NumPy)", ["get_uid", "result_type"])],
+    "keras.backend": [("Keras's naming internals (tessera names layers "
+                       "itself)", ["get_uid"])],
 }
 
 

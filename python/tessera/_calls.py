@@ -158,6 +158,12 @@ class CallsMixin(U.UfuncMethodsMixin):
         label = ast.unparse(fnode)
         if T._is_jit(obj):
             return self.function_call(obj, node, args, kws)
+        tessera = T._tessera_module()
+        if obj is tessera.grad or obj is tessera.value_and_grad:
+            return self.gradient_form(obj.__name__, node, args, kws)
+        if isinstance(obj, tessera.autodiff.GradFunction) and obj.form is None:
+            # a gradient made outside (df = tessera.grad(f)), called here
+            return self.plain_call(f"({obj.form_text(self.b.include(obj.function))})", args, kws)
         prim = getattr(obj, "_tessera_primitive", None)
         if isinstance(prim, str) and prim in T.primitive_names():
             # tessera.distributed's eager functions: the primitive of the same name.
@@ -209,6 +215,32 @@ class CallsMixin(U.UfuncMethodsMixin):
             node,
             "only functions, NumPy functions and builtins can be called",
         )
+
+    def gradient_form(self, name, node, args, kws) -> str:
+        """``tessera.grad(f, argnums)`` / ``tessera.value_and_grad(f, argnums)`` in a jit
+        function: the language's gradient form (called, or differentiated in turn:
+        a gradient inside a differentiated function is a second-order gradient)."""
+        kws = dict(kws)
+        if len(args) > 2 or set(kws) - {"argnums"} or (len(args) == 2 and "argnums" in kws):
+            self.unsupported(f"tessera.{name}() with other arguments than (f, argnums)", node)
+        if not args:
+            self.unsupported(f"tessera.{name}() without a function", node)
+        nums = args[1] if len(args) == 2 else kws.get("argnums")
+        text = f"{name}({self.expr(args[0])}"
+        if nums is not None:
+            try:
+                value = ast.literal_eval(nums)
+            except ValueError:
+                value = None
+            if isinstance(value, int) and not isinstance(value, bool):
+                text += f", argnums={value}"
+            elif (isinstance(value, tuple) and value
+                  and all(isinstance(v, int) and not isinstance(v, bool) for v in value)):
+                text += f", argnums=[{', '.join(map(str, value))}]"
+            else:
+                self.unsupported(f"tessera.{name}() with argnums other than an int or a "
+                                 "tuple of ints written in the call", node)
+        return text + ")"
 
     def convert_call(self, dt, obj, label, node, args, kws) -> str:
         """``float(x)``, ``np.float32(x)``: a conversion to a dtype."""

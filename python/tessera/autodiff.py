@@ -10,6 +10,7 @@ function and the arguments.
 
     dw = tessera.grad(loss)(w, x, y)                 # d loss / d w
     value, (dw, dx) = tessera.value_and_grad(loss, argnums=(0, 1))(w, x, y)
+    d2 = tessera.grad(tessera.grad(f))(x)            # a second derivative
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ class GradFunction:
     form = None  # "vjp" for VjpFunction
 
     def __init__(self, f, argnums=0, with_value=False):
+        # grad(grad(f)): the inner gradient is a function of f's arguments too,
+        # differentiated in turn (a second-order gradient).
+        self.inner = f if isinstance(f, GradFunction) and f.form is None else None
+        if self.inner is not None:
+            f = self.inner.function
         if not isinstance(f, JitFunction):
             f = jit(f)
         self.function = f
@@ -36,7 +42,18 @@ class GradFunction:
         self._programs: dict = {}
         self._lock = threading.Lock()
         name = "value_and_grad" if with_value else "grad"
-        self.__name__ = f"{name}({f.__name__})"
+        inner = self.inner.__name__ if self.inner is not None else f.__name__
+        self.__name__ = f"{name}({inner})"
+
+    def form_text(self, entry: str) -> str:
+        """The language's gradient form of the function named `entry`
+        (grad(f, argnums=0); nested for a gradient of a gradient)."""
+        if self.inner is not None:
+            entry = self.inner.form_text(entry)
+        form = self.form or ("value_and_grad" if self.with_value else "grad")
+        nums = str(self.argnums[0]) if self.single else "[" + ", ".join(map(str, self.argnums)) + "]"
+        aux = ", has_aux=true" if getattr(self, "has_aux", False) else ""
+        return f"{form}({entry}, argnums={nums}{aux})"
 
     @property
     def code(self) -> str:
@@ -44,10 +61,7 @@ class GradFunction:
         tr = self.function._translate()
         text = tr.text.rstrip()
         head, entry = text.rsplit("\n", 1)
-        form = self.form or ("value_and_grad" if self.with_value else "grad")
-        nums = str(self.argnums[0]) if self.single else "[" + ", ".join(map(str, self.argnums)) + "]"
-        aux = ", has_aux=true" if getattr(self, "has_aux", False) else ""
-        return f"{head}\n{form}({entry.strip()}, argnums={nums}{aux})\n"
+        return f"{head}\n{self.form_text(entry.strip())}\n"
 
     def __call__(self, *args):
         f = self.function
@@ -70,8 +84,14 @@ class GradFunction:
         result = prog.run(list(args) + list(tr.constants))
         if self.form == "vjp":
             return self._split(result)
+        return self.python_result(result)
+
+    def python_result(self, result):
+        """The run's list as Python's tuples, for this form and the ones inside it."""
         if self.with_value:
             value, grads = result
+            if self.inner is not None:
+                value = self.inner.python_result(value)
             return value, grads if self.single else tuple(grads)
         return result if self.single else tuple(result)
 
@@ -80,7 +100,9 @@ def grad(f, argnums=0):
     """The gradient of scalar-valued `f` (a function or @tessera.jit function)
     with respect to argument `argnums` (an int, or a tuple for a tuple of
     gradients). Straight-line code, calls and if/else are differentiated;
-    loops raise CompileError naming the construct and the line."""
+    loops raise CompileError naming the construct and the line. It may be
+    called inside a jit function that is differentiated in turn, and nested:
+    grad(grad(f)) (second-order gradients, docs/python.md)."""
     return GradFunction(f, argnums, with_value=False)
 
 

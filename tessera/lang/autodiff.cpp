@@ -158,6 +158,13 @@ const std::set<std::string>& unsupported_forms() {
   return forms;
 }
 
+// Backward primitives (the gradient rules' own: matmul_grad_x, conv2d_grad_input,
+// relu_grad, ...): a second-order gradient reaching one without a rule of its
+// own is refused by name.
+bool ad_is_backward(const PrimitiveSpec& spec) {
+  return spec.family == "autodiff" || spec.name.find("_grad") != std::string::npos;
+}
+
 class Differentiator {
  public:
   explicit Differentiator(const FunctionLookup& lookup) : lookup_(lookup) {}
@@ -337,6 +344,38 @@ class Differentiator {
 
   bool is_active(const Operand& op) const {
     return !forward_only_ && op.id >= 0 && active_[op.id];
+  }
+
+  // True when `name` is a variable or a function of the program, not the form.
+  bool shadowed(const std::string& name, const Context& ctx) const {
+    return ctx.env.count(name) || ctx.functions.count(name) || lookup_(name).has_value();
+  }
+
+  // The gradient function that `form` (grad(f, ...), value_and_grad(f, ...))
+  // makes, as a function to inline; `defining` gets the context its
+  // function was defined in (empty for a function of the program).
+  FunctionSource nested_gradient(const AstPtr& form, const Context& ctx, Context& defining) {
+    if (form->name == "vjp") {
+      fail(form->loc, "cannot differentiate through vjp(...): its pullback is a function "
+                      "value; use grad or value_and_grad inside a differentiated function");
+    }
+    bool local = false;
+    FunctionLookup find = [&](const std::string& name) -> std::optional<FunctionSource> {
+      if (auto it = ctx.functions.find(name); it != ctx.functions.end()) {
+        local = true;
+        return it->second;
+      }
+      if (ctx.env.count(name)) return std::nullopt;  // a variable, not a function
+      return lookup_(name);
+    };
+    const AstPtr& fn = form->args.empty() ? nullptr : form->args[0].value;
+    if (fn && fn->kind == Ast::Kind::call && !fn->callee && fn->name == "lambda") local = true;
+    AstPtr lambda = gradient_function(form, find);
+    if (local) defining = ctx;
+    std::string name = form->name + "(" +
+                       (fn && fn->kind == Ast::Kind::identifier ? fn->name : "lambda") + ")";
+    return FunctionSource{name, std::vector<AstArg>(lambda->args.begin(), lambda->args.end() - 1),
+                          lambda->args.back().value, form->loc};
   }
 
   // The function of checkpoint(fn) or remat(fn) (`form`) when `callee` is
@@ -683,6 +722,13 @@ class Differentiator {
         break;
     }
     if (a->callee) {
+      if (is_gradient_form(a->callee) && !shadowed(a->callee->name, ctx)) {
+        // grad(f)(args...) inside the differentiated function: the gradient
+        // function's source, differentiated in turn (a second-order gradient).
+        Context defining;
+        FunctionSource g = nested_gradient(a->callee, ctx, defining);
+        return inline_call(g, a, ctx, defining, out, steps);
+      }
       if (const AstPtr& fn = special_function(a->callee, ctx, "checkpoint")) {
         return checkpointed(fn, a, ctx, out, steps);
       }
@@ -768,6 +814,15 @@ class Differentiator {
       // A local function: recorded for inlining where it is called.
       std::vector<AstArg> params(a->args.begin() + 1, a->args.end() - 1);
       ctx.functions[target] = FunctionSource{target, params, a->args.back().value, a->loc};
+      return Operand{literal(Value(), a->loc), -1};
+    }
+    if (n == "define" && is_gradient_form(a->args[1].value) &&
+        !shadowed(a->args[1].value->name, ctx)) {
+      // define(df, grad(f)): df is a local function, the gradient's source,
+      // inlined (and differentiated) where it is called.
+      Context defining;
+      FunctionSource g = nested_gradient(a->args[1].value, ctx, defining);
+      ctx.functions[target] = g;
       return Operand{literal(Value(), a->loc), -1};
     }
     if (n == "store" && !ctx.env.count(target)) {
@@ -979,6 +1034,11 @@ class Differentiator {
     }
     bool active = false;
     if (any_active && !aux_mode_) {
+      if (spec.grads.empty() && ad_is_backward(spec)) {
+        fail(a->loc, "second-order gradient of '" + spec.name +
+                         "' is not supported yet (a gradient inside a differentiated function "
+                         "reaches this backward primitive, which has no gradient rule)");
+      }
       if (spec.grads.empty()) {
         // Primitives that call a function (replay, replicate): their
         // gradient program would call it once, unprotected; the gradient
@@ -1170,7 +1230,12 @@ class Differentiator {
                     call("zeros_like", {s.args[sharded ? 1 : 0].ast}, loc), g},
                    loc);
         }
-        std::map<std::string, AstPtr> bindings{{"g", g}, {"out", ident(names_[s.out], loc)}};
+        // `adjoint` and `result` name g and out where a parameter shadows them
+        // (the rules of backward primitives, whose own first parameter is g).
+        std::map<std::string, AstPtr> bindings{{"g", g},
+                                               {"out", ident(names_[s.out], loc)},
+                                               {"adjoint", g},
+                                               {"result", ident(names_[s.out], loc)}};
         for (size_t k = 0; k < s.spec->params.size(); ++k) {
           bindings[s.spec->params[k].name] = s.args[k].ast;
         }
@@ -1319,7 +1384,7 @@ std::vector<std::string> check_gradient_rules() {
       problems.push_back(spec->name + ": " + e.what());
       continue;
     }
-    std::set<std::string> allowed{"g", "out", "true", "false", "nil"};
+    std::set<std::string> allowed{"g", "out", "adjoint", "result", "true", "false", "nil"};
     for (const auto& p : spec->params) allowed.insert(p.name);
     if (!spec->grad_fusion_common.empty()) {
       try {

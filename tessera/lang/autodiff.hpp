@@ -54,6 +54,18 @@ AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, b
 AstPtr differentiate_split(const FunctionSource& f, const std::vector<int>& argnums, bool single,
                            const FunctionLookup& lookup, const SourceLoc& at, bool has_aux);
 
+// The AST of the gradient function that the call `form`, grad(f, argnums=0),
+// value_and_grad(f, argnums=0, has_aux=false) or vjp(f, argnums=0,
+// has_aux=false), stands for; f is a lambda or a name `lookup` finds.
+// Inside a differentiated function, a call of such a form is itself
+// differentiated (second-order gradients): every primitive its backward uses
+// then needs a gradient rule of its own, and one without is refused by name.
+AstPtr gradient_function(const AstPtr& form, const FunctionLookup& lookup);
+
+// True for a call of grad, value_and_grad or vjp (the forms that make a
+// gradient function; whether the program shadows the name is the caller's to check).
+bool is_gradient_form(const AstPtr& a);
+
 // Parses every gradient rule of the registry; a list of problems (rules that
 // do not parse or name unknown variables), empty when all are well formed.
 std::vector<std::string> check_gradient_rules();

@@ -433,24 +433,6 @@ class Compiler {
   // grad(f, argnums=0) and value_and_grad(f, argnums=0): the gradient
   // function, built by transforming f's source (see autodiff.hpp).
   NodePtr gradient(const AstPtr& a, Scope& scope) {
-    const std::string& n = a->name;
-    AstPtr f, argnums;
-    bool has_aux = false;
-    for (const auto& arg : a->args) {
-      if (arg.name == "has_aux" && (n == "value_and_grad" || n == "vjp")) {
-        if (arg.value->kind != Ast::Kind::literal || !arg.value->value.is_bool()) {
-          syntax_error(arg.value->loc, "[" + n + "] has_aux must be true or false");
-        }
-        has_aux = arg.value->value.as_bool();
-      } else if (arg.name == "argnums" || (arg.name.empty() && f && !argnums)) {
-        argnums = arg.value;
-      } else if (arg.name.empty() && !f) {
-        f = arg.value;
-      } else {
-        syntax_error(arg.value->loc, "[" + n + "] expects " + n + "(function, argnums=0)");
-      }
-    }
-    if (!f) syntax_error(a->loc, "[" + n + "] expects " + n + "(function, argnums=0)");
     auto lookup = [&scope](const std::string& name) -> std::optional<FunctionSource> {
       for (Scope* s = &scope; s; s = s->parent) {
         if (auto it = s->functions.find(name); it != s->functions.end()) return it->second;
@@ -458,47 +440,7 @@ class Compiler {
       }
       return std::nullopt;
     };
-    FunctionSource src;
-    if (f->kind == Ast::Kind::identifier) {
-      auto found = lookup(f->name);
-      if (!found) {
-        syntax_error(f->loc, "[" + n + "] '" + f->name +
-                                 "' is not a function defined with define(" + f->name +
-                                 ", params..., body)");
-      }
-      src = *found;
-    } else if (f->kind == Ast::Kind::call && !f->callee && f->name == "lambda" &&
-               !f->args.empty()) {
-      src = FunctionSource{"lambda", std::vector<AstArg>(f->args.begin(), f->args.end() - 1),
-                           f->args.back().value, f->loc};
-    } else {
-      syntax_error(f->loc, "[" + n + "] the function must be a name or a lambda, got " + f->str());
-    }
-    std::vector<int> nums;
-    bool single = true;
-    auto as_int = [&](const AstPtr& e) -> int {
-      if (e->kind != Ast::Kind::literal || !e->value.is_int()) {
-        syntax_error(e->loc,
-                     "[" + n + "] argnums must be an int or a list of ints, got " + e->str());
-      }
-      return static_cast<int>(e->value.as_int());
-    };
-    if (!argnums) {
-      nums.push_back(0);
-    } else if (argnums->kind == Ast::Kind::list ||
-               (argnums->kind == Ast::Kind::call &&
-                (argnums->name == "list" || argnums->name == "tuple"))) {
-      single = false;
-      for (const auto& e : argnums->args) nums.push_back(as_int(e.value));
-      if (nums.empty()) syntax_error(argnums->loc, "[" + n + "] argnums is empty");
-    } else {
-      nums.push_back(as_int(argnums));
-    }
-    AstPtr lambda =
-        n == "vjp"
-            ? differentiate_split(src, nums, single, lookup, a->loc, has_aux)
-            : differentiate(src, nums, single, n == "value_and_grad", lookup, a->loc, has_aux);
-    return compile(lambda, scope);
+    return compile(gradient_function(a, lookup), scope);
   }
 
   NodePtr special_form(const AstPtr& a, Scope& scope) {

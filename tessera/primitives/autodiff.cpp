@@ -981,7 +981,9 @@ const bool registered_autodiff = register_primitives({
      .params = {{"out"}},
      .help = "The cotangent seed of a differentiated function's value: 1 in its dtype. Raises "
              "ValueError unless the value is a single number.",
-     .eval = grad_seed},
+     .eval = grad_seed,
+     // The seed is 1 whatever the value: no second-order contribution.
+     .grads = {""}},
     {.name = "checkpoint",
      .family = "autodiff",
      .params = {{"f"}},
@@ -1022,6 +1024,7 @@ const bool registered_autodiff = register_primitives({
              "item. Raises ValueError naming both otherwise.",
      .eval = vjp_seed,
      .ns_per_element = 0.0,
+     .grads = {"adjoint", ""},
      .strided = true,
      .passes_through = true},
     {.name = "grad_accumulate",
@@ -1031,6 +1034,8 @@ const bool registered_autodiff = register_primitives({
          "a + b, where nil stands for no contribution (the sum of cotangents); tiled cotangents "
          "(tiled alike) add their tiles.",
      .eval = grad_accumulate,
+     // Second order: the adjoint goes to each side that held a contribution.
+     .grads = {"if(is_nil(a), nil, adjoint)", "if(is_nil(b), nil, adjoint)"},
      .passes_through = true},
     {.name = "unbroadcast",
      .family = "autodiff",
@@ -1039,6 +1044,7 @@ const bool registered_autodiff = register_primitives({
              "dtype; a number when x is a Python-like scalar; for a tiled x, g tiled like it; for "
              "a plain x and a tiled g, every locality's part added up (one all_reduce).",
      .eval = unbroadcast,
+     .grads = {"broadcast_to(adjoint, shape(g))", ""},
      // Not packed: x is often a template (grad_template), a view of one
      // element that packing would expand to x's full size.
      .strided = true,
@@ -1051,12 +1057,14 @@ const bool registered_autodiff = register_primitives({
              "templates; gradients keep these instead of the values they were computed from.",
      .eval = [](Args& a) -> Value { return grad_template(a[0]); },
      .ns_per_element = 0.0,
+     .grads = {""},
      .views = true},
     {.name = "reduce_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", Value()), opt("keepdims", false)},
      .help = "The cotangent g of a reduction of x over `axis` broadcast back to x's shape.",
      .eval = reduce_grad,
+     .grads = {"sum(adjoint, axis=axis, keepdims=keepdims)", "", "", ""},
      // A broadcast view of g, read in place by the elementwise operations
      // that take it (a LayerNormalization's mean: 1M elements written per
      // step for nothing otherwise).
@@ -1065,12 +1073,15 @@ const bool registered_autodiff = register_primitives({
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},
      .help = "The cotangent of x in matmul(x, y) given the cotangent g of the product.",
-     .eval = matmul_grad_x},
+     .eval = matmul_grad_x,
+     // g @ y^T is linear in g and in y (second derivatives).
+     .grads = {"matmul(adjoint, y)", "", "matmul_grad_y(g, adjoint, y)"}},
     {.name = "matmul_grad_y",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},
      .help = "The cotangent of y in matmul(x, y) given the cotangent g of the product.",
-     .eval = matmul_grad_y},
+     .eval = matmul_grad_y,
+     .grads = {"matmul(x, adjoint)", "matmul_grad_x(g, x, adjoint)", ""}},
     {.name = "dot_grad_x",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},
@@ -1160,7 +1171,8 @@ const bool registered_autodiff = register_primitives({
      .params = {{"g"}, {"x"}, {"pad_width"}, opt("mode", "constant")},
      .help = "The cotangent of x in pad(x, pad_width, mode='constant'): the part of g where x "
              "was placed.",
-     .eval = pad_grad},
+     .eval = pad_grad,
+     .grads = {"pad(adjoint, pad_width, mode)", "", "", ""}},
     {.name = "roll_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"shift"}, opt("axis", Value())},
@@ -1187,7 +1199,8 @@ const bool registered_autodiff = register_primitives({
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},
      .help = "The cotangent of x in matmul_tn(x, y) = transpose(x) @ y given g.",
-     .eval = matmul_tn_grad_x},
+     .eval = matmul_tn_grad_x,
+     .grads = {"matmul_tn(adjoint, y)", "", "matmul(adjoint, g)"}},
 });
 
 }  // namespace

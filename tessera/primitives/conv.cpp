@@ -670,7 +670,14 @@ PrimitiveSpec pool_grad_spec(const char* name, const char* forward, int spatial,
                              ? "Each g goes to the first maximum of its window (row-major)."
                              : "Each g is spread evenly over the input elements of its window.")),
       .eval = [spatial, kind](Args& a) -> Value { return pool_grad_eval(a, spatial, kind); },
-      .ns_per_element = 2.0};
+      .ns_per_element = 2.0,
+      // Average pooling's backward is linear in g, its adjoint the pooling itself
+      // (second derivatives); max pooling's routes g by x's maxima: none yet.
+      .grads = kind == PoolKind::max
+                   ? std::vector<std::string>{}
+                   : std::vector<std::string>{std::string(forward) +
+                                                  "(adjoint, pool_size, strides, padding)",
+                                              "", "", "", ""}};
 }
 
 // The settings every convolution primitive takes after its arrays; conv1d

@@ -107,14 +107,17 @@ PrimitiveSpec activation_spec(std::string name, Activation f, std::string help,
                        .grads = {std::move(grad_rule)}};
 }
 
+// `grads`: its own rules (second derivatives; `adjoint` is the cotangent of
+// its result, as its parameter g shadows the usual name).
 PrimitiveSpec activation_grad_spec(std::string name, Activation f, std::string saved,
-                                   std::string help) {
+                                   std::string help, std::vector<std::string> grads) {
   return PrimitiveSpec{.name = std::move(name),
                        .family = "nn",
                        .params = {{"g"}, {std::move(saved)}},
                        .help = std::move(help),
                        .eval = [f](Args& a) -> Value { return eval_activation_grad(a, f, 0.0); },
-                       .ns_per_element = kn::activation_cost_ns(f)};
+                       .ns_per_element = kn::activation_cost_ns(f),
+                       .grads = std::move(grads)};
 }
 
 // ---- softmax ----
@@ -639,7 +642,8 @@ const bool registered_nn = register_primitives({
                     // (which the next layer keeps anyway) instead of its input.
                     "relu_grad(g, out)"),
     activation_grad_spec("relu_grad", Activation::relu, "x",
-                         "Backward of relu: g where x > 0, else 0."),
+                         "Backward of relu: g where x > 0, else 0.",
+                         {"relu_grad(adjoint, x)", ""}),
     {.name = "leaky_relu",
      .family = "nn",
      .params = {{"x"}, opt("alpha", Value(0.3))},
@@ -657,7 +661,8 @@ const bool registered_nn = register_primitives({
      .eval = [](Args& a) -> Value {
        return eval_activation_grad(a, Activation::leaky_relu, a.number(2));
      },
-     .ns_per_element = kn::activation_cost_ns(Activation::leaky_relu)},
+     .ns_per_element = kn::activation_cost_ns(Activation::leaky_relu),
+     .grads = {"leaky_relu_grad(adjoint, x, alpha)", "", ""}},
     {.name = "elu",
      .family = "nn",
      .params = {{"x"}, opt("alpha", Value(1.0))},
@@ -671,7 +676,9 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}, {"x"}, opt("alpha", Value(1.0))},
      .help = "Backward of elu: g where x > 0, else g * alpha * exp(x).",
      .eval = [](Args& a) -> Value { return eval_activation_grad(a, Activation::elu, a.number(2)); },
-     .ns_per_element = kn::activation_cost_ns(Activation::elu)},
+     .ns_per_element = kn::activation_cost_ns(Activation::elu),
+     .grads = {"elu_grad(adjoint, x, alpha)", "adjoint * g * where(x > 0, 0.0, alpha * exp(x))",
+               ""}},
     {.name = "gelu",
      .family = "nn",
      .params = {{"x"}, opt("approximate", Value(false))},
@@ -686,21 +693,36 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}, {"x"}, opt("approximate", Value(false))},
      .help = "Backward of gelu (exact or tanh form): g * d gelu / dx.",
      .eval = [](Args& a) -> Value { return eval_activation_grad(a, gelu_kind(a, 2), 0.0); },
-     .ns_per_element = kn::activation_cost_ns(Activation::gelu)},
+     .ns_per_element = kn::activation_cost_ns(Activation::gelu),
+     // In x, gelu'': phi(x) (2 - x^2) for the erf form; for the tanh form, with
+     // t = tanh(u), u = c (x + 0.044715 x^3): (1 - t^2) (u' - x t u'^2 + x u'' / 2).
+     .grads = {"gelu_grad(adjoint, x, approximate)",
+               "adjoint * g * if(approximate, "
+               "(1.0 - square(tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))) * "
+               "(0.7978845608028654 * (1.0 + 0.134145 * x * x) - x * "
+               "tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)) * "
+               "square(0.7978845608028654 * (1.0 + 0.134145 * x * x)) + "
+               "0.5 * x * 0.7978845608028654 * 0.26829 * x), "
+               "0.3989422804014327 * exp(-0.5 * x * x) * (2.0 - x * x))",
+               ""}},
     activation_spec("sigmoid", Activation::sigmoid,
                     "Logistic function 1 / (1 + exp(-x)) elementwise, computed without "
                     "overflow, like keras.activations.sigmoid.",
                     "sigmoid_grad(g, out)"),
     activation_grad_spec("sigmoid_grad", Activation::sigmoid, "out",
-                         "Backward of sigmoid from its output: g * out * (1 - out)."),
+                         "Backward of sigmoid from its output: g * out * (1 - out).",
+                         {"sigmoid_grad(adjoint, out)", "adjoint * g * (1.0 - 2.0 * out)"}),
     activation_grad_spec("tanh_grad", Activation::tanh, "out",
-                         "Backward of tanh from its output: g * (1 - out^2)."),
+                         "Backward of tanh from its output: g * (1 - out^2).",
+                         {"tanh_grad(adjoint, out)", "-2.0 * adjoint * g * out"}),
     activation_spec("softplus", Activation::softplus,
                     "log(1 + exp(x)) elementwise, computed without overflow, like "
                     "keras.activations.softplus.",
                     "softplus_grad(g, x)"),
     activation_grad_spec("softplus_grad", Activation::softplus, "x",
-                         "Backward of softplus: g * sigmoid(x)."),
+                         "Backward of softplus: g * sigmoid(x).",
+                         {"softplus_grad(adjoint, x)",
+                          "adjoint * g * sigmoid(x) * (1.0 - sigmoid(x))"}),
 
     {.name = "softmax",
      .family = "nn",
@@ -715,7 +737,12 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}, {"out"}, opt("axis", Value(int64_t{-1}))},
      .help = "Backward of softmax from its output: out * (g - sum(g * out, axis)).",
      .eval = [](Args& a) -> Value { return eval_softmax_grad(a, false); },
-     .ns_per_element = 5.0},
+     .ns_per_element = 5.0,
+     // Symmetric in g (its Jacobian is); in out, by the product rule.
+     .grads = {"softmax_grad(adjoint, out, axis)",
+               "adjoint * (g - sum(g * out, axis=axis, keepdims=true)) - "
+               "g * sum(adjoint * out, axis=axis, keepdims=true)",
+               ""}},
     {.name = "log_softmax",
      .family = "nn",
      .params = {{"x"}, opt("axis", Value(int64_t{-1}))},
@@ -729,7 +756,9 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}, {"out"}, opt("axis", Value(int64_t{-1}))},
      .help = "Backward of log_softmax from its output: g - exp(out) * sum(g, axis).",
      .eval = [](Args& a) -> Value { return eval_softmax_grad(a, true); },
-     .ns_per_element = 5.0},
+     .ns_per_element = 5.0,
+     .grads = {"adjoint - sum(adjoint * exp(out), axis=axis, keepdims=true)",
+               "-adjoint * exp(out) * sum(g, axis=axis, keepdims=true)", ""}},
 
     {.name = "bias_add",
      .family = "nn",
@@ -744,7 +773,8 @@ const bool registered_nn = register_primitives({
      .params = {{"g"}},
      .help = "Backward of bias_add for b: g summed over every axis but the last.",
      .eval = [](Args& a) -> Value { return eval_bias_add_grad(a); },
-     .ns_per_element = 0.5},
+     .ns_per_element = 0.5,
+     .grads = {"broadcast_to(adjoint, shape(g))"}},
     {.name = "batch_flatten",
      .family = "nn",
      .params = {{"x"}},

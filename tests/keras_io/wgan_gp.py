@@ -4,9 +4,10 @@
 # of Fashion-MNIST: 256 images of 28x28 with a bright bar at a height given by the class, scaled
 # to [-1, 1]; filters / 4 (16 to 128), noise 32 (128 there), batches of 64 (512), 1 epoch (20);
 # the GANMonitor callback saves its images with array_to_img as there.
-# tessera stops at the gradient penalty (run_all.py's STOPS): the gradient of the critic's
-# output with respect to the interpolated images, taken inside the critic's tape, needs
-# second-order gradients, which tessera's autodiff does not take yet.
+# The gradient penalty takes the gradient of the critic's output with respect to the
+# interpolated images inside the critic's tape: tessera differentiates that gradient in turn
+# (a second-order gradient); the generator's BatchNormalization moves its statistics at each
+# call with training=True, as TensorFlow's step does.
 import numpy as np
 import tessera.data
 import tessera.nn as keras

@@ -54,3 +54,13 @@ def threads(request):
     _core.set_num_threads(request.param)
     yield request.param
     _core.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def _unseeded_global_stream():
+    """A test that calls set_random_seed leaves the global stream seeded, which makes later
+    models and fit calls without a seed draw theirs from it; each test starts unseeded."""
+    yield
+    mod = sys.modules.get("tessera.nn.random")
+    if mod is not None:
+        mod.forget_global_seed()

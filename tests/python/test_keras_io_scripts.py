@@ -20,18 +20,20 @@ _spec = importlib.util.spec_from_file_location("keras_io_run_all", _RUNNER)
 run_all = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_all)
 
-RUNS = ["antirectifier", "approximating_non_function_mappings", "attention_mil_classification",
-        "autoencoder", "cct", "collaborative_filtering_movielens", "conditional_gan", "conv_lstm",
+RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_mappings",
+        "attention_mil_classification", "autoencoder", "captcha_ocr", "cct",
+        "collaborative_filtering_movielens", "conditional_gan", "conv_lstm",
         "convmixer", "customizing_saving_and_serialization", "dcgan_overriding_train_step", "eanet",
         "eeg_signal_classification", "endpoint_layer_pattern", "functional_api",
         "gradient_centralization", "image_classification_from_scratch",
         "image_classification_with_vision_transformer",
         "imbalanced_classification", "involution", "knowledge_distillation",
         "lstm_character_level_text_generation", "lstm_seq2seq", "memory_efficient_embeddings",
-        "mlp_image_classification",
+        "mixup", "mlp_image_classification",
         "mnist_convnet", "mobilevit", "multi_label_classification",
         "neural_machine_translation_with_transformer", "ner_transformers",
-        "oxford_pets_image_segmentation", "perceiver_image_classification", "pointnet",
+        "oxford_pets_image_segmentation", "perceiver_image_classification", "pixelcnn",
+        "pointnet",
         "pretrained_word_embeddings", "reproducibility_recipes", "sequential_model", "serialization_and_saving",
         "siamese_contrastive", "stft",
         "structured_data_classification_with_feature_space", "subclassing_conv_layers",
@@ -42,7 +44,8 @@ RUNS = ["antirectifier", "approximating_non_function_mappings", "attention_mil_c
         "timeseries_classification_from_scratch", "timeseries_traffic_forecasting",
         "timeseries_weather_forecasting", "token_learner",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
-        "vae", "wide_deep_cross_networks", "working_with_rnns", "writing_your_own_callbacks"]
+        "vae", "vivit", "vq_vae", "wgan_gp", "wide_deep_cross_networks", "working_with_rnns",
+        "writing_your_own_callbacks"]
 
 
 def test_every_script_is_listed():

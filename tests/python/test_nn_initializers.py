@@ -57,8 +57,11 @@ def test_get_passes_through_and_errors():
         init.Orthogonal()((3,))
     with pytest.raises(ValueError, match=r"\[Identity\] needs a 2-d shape"):
         init.Identity()((2, 2, 2))
-    with pytest.raises(ValueError, match=r"\[Zeros\] dtype must be a float dtype"):
-        init.Zeros()((2,), dtype="int32")
+    with pytest.raises(ValueError, match=r"\[RandomNormal\] dtype must be a float dtype"):
+        init.RandomNormal()((2,), dtype="int32")
+    # as Keras's, the constant initializers also make integer and bool values
+    assert init.Zeros()((2,), dtype="int32").dtype == np.int32
+    assert init.Constant(3)((2,), dtype="int16").tolist() == [3, 3]
     with pytest.raises(TypeError, match=r"\[Ones\] shape must be a tuple of ints"):
         init.Ones()((2.5,))
 

@@ -86,9 +86,23 @@ class History:
             self.history.setdefault(k, []).append(v)
 
 
+def _keras_logs(logs) -> dict:
+    """The logs a hook gets: {} for None; else the same dict, its keys sorted in place (what
+    a callback adds, as ReduceLROnPlateau's learning_rate, reaches the History after it)."""
+    if logs is None:
+        return {}
+    if isinstance(logs, dict) and all(isinstance(k, str) for k in logs) and \
+            list(logs) != sorted(logs):
+        items = sorted(logs.items())
+        logs.clear()
+        logs.update(items)
+    return logs
+
+
 class CallbackList:
     """Calls every callback's hook in order. As Keras's, a hook given no
-    logs gets an empty dict, never None."""
+    logs gets an empty dict, never None, and the logs' keys in sorted order
+    (Keras's pythonify_logs: `history.history` lists "accuracy" before "loss")."""
 
     def __init__(self, callbacks, history=None, model=None, params=None, where="fit"):
         callbacks = [] if callbacks is None else list(callbacks)
@@ -110,52 +124,52 @@ class CallbackList:
             getattr(c, hook)(*args)
 
     def on_train_begin(self, logs=None):
-        self._each("on_train_begin", {} if logs is None else logs)
+        self._each("on_train_begin", _keras_logs(logs))
 
     def on_train_end(self, logs=None):
-        self._each("on_train_end", {} if logs is None else logs)
+        self._each("on_train_end", _keras_logs(logs))
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._each("on_epoch_begin", epoch, {} if logs is None else logs)
+        self._each("on_epoch_begin", epoch, _keras_logs(logs))
 
     def on_epoch_end(self, epoch, logs=None):
-        self._each("on_epoch_end", epoch, {} if logs is None else logs)
+        self._each("on_epoch_end", epoch, _keras_logs(logs))
 
     def on_train_batch_begin(self, batch, logs=None):
-        logs = {} if logs is None else logs
+        logs = _keras_logs(logs)
         for c in self.callbacks:
             c.on_train_batch_begin(batch, logs)
             c.on_batch_begin(batch, logs)
 
     def on_train_batch_end(self, batch, logs=None):
-        logs = {} if logs is None else logs
+        logs = _keras_logs(logs)
         for c in self.callbacks:
             c.on_train_batch_end(batch, logs)
             c.on_batch_end(batch, logs)
 
     def on_test_begin(self, logs=None):
-        self._each("on_test_begin", {} if logs is None else logs)
+        self._each("on_test_begin", _keras_logs(logs))
 
     def on_test_end(self, logs=None):
-        self._each("on_test_end", {} if logs is None else logs)
+        self._each("on_test_end", _keras_logs(logs))
 
     def on_test_batch_begin(self, batch, logs=None):
-        self._each("on_test_batch_begin", batch, {} if logs is None else logs)
+        self._each("on_test_batch_begin", batch, _keras_logs(logs))
 
     def on_test_batch_end(self, batch, logs=None):
-        self._each("on_test_batch_end", batch, {} if logs is None else logs)
+        self._each("on_test_batch_end", batch, _keras_logs(logs))
 
     def on_predict_begin(self, logs=None):
-        self._each("on_predict_begin", {} if logs is None else logs)
+        self._each("on_predict_begin", _keras_logs(logs))
 
     def on_predict_end(self, logs=None):
-        self._each("on_predict_end", {} if logs is None else logs)
+        self._each("on_predict_end", _keras_logs(logs))
 
     def on_predict_batch_begin(self, batch, logs=None):
-        self._each("on_predict_batch_begin", batch, {} if logs is None else logs)
+        self._each("on_predict_batch_begin", batch, _keras_logs(logs))
 
     def on_predict_batch_end(self, batch, logs=None):
-        self._each("on_predict_batch_end", batch, {} if logs is None else logs)
+        self._each("on_predict_batch_end", batch, _keras_logs(logs))
 
 
 def _chief() -> bool:

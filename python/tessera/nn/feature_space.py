@@ -258,7 +258,7 @@ class FeatureSpace(Layer):
         out = []
         for name in self.features:
             p = self.preprocessors[name]
-            if isinstance(p, Normalization) and p.mean is not None:
+            if isinstance(p, Normalization) and p.input_mean is not None:
                 continue  # given mean and variance
             if isinstance(p, Discretization) and p.num_bins is None:
                 continue  # given bin_boundaries (tessera's Discretization cannot adapt then)
@@ -491,7 +491,7 @@ class FeatureSpace(Layer):
         for n, f in self.features.items():
             cfg = f.get_config()
             p = f.preprocessor
-            if isinstance(p, Normalization) and p.mean is None:
+            if isinstance(p, Normalization) and p.input_mean is None:
                 stats = _normalization_stats(p)
                 if stats is not None:
                     cfg["preprocessor"]["config"]["mean"], \

@@ -14,9 +14,11 @@ from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
 from .nested_masks import graph_model, mask_items, output_or_mask
 from .registry import INTERNAL_MODEL_NAME, model_class
+from .sublayer_order import keras_order
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record,
                        follow_first_axis, stand_in_input, user_location)
-from .variables import PATH_SCOPE, add_program_losses, collecting_losses, tracing
+from .variables import (PATH_SCOPE, add_program_losses, assigning_in_call, collecting_losses,
+                        is_rewriting, rewriting, tracing)
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
            "graph_layers", "clone_graph"]
@@ -359,7 +361,8 @@ def _restructure(template, flat: list):
 _TRACING = [0]
 
 
-def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
+def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
+               user_call=False):
     """Runs layer.call on fresh symbolic stand-ins for the inputs described by
     `template` (tensors arranged as the call received them). Returns the
     outputs (flat list), the placeholders, and whether there was one output.
@@ -383,10 +386,12 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None):
     else:
         kw.pop("training", None)
     args, kwa = call_args
-    layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
+    if user_call and not is_rewriting():
+        layer.__dict__["_added"] = []  # add_loss: the losses of the latest call
     _TRACING[0] += 1
     try:
-        with tracing(), path_scope(layer):  # the layer's Variables are read by the program
+        # (Variables read by the program, weights it assigns as assigned; user_call or writer's)
+        with tracing(), path_scope(layer), assigning_in_call(), rewriting(not user_call):
             out = layer.call(*args, **kwa, **kw)
     finally:
         _TRACING[0] -= 1
@@ -432,6 +437,27 @@ def write_traced(outs, placeholders, exprs, ctx) -> list:
     return results
 
 
+def _outer_losses(layer, placeholders, flat):
+    """The add_loss terms of this call (its sublayers' and a model's layers' too) recorded
+    again on the tensors it was called on: `losses` of the latest call, in the caller's
+    graph (a train_step's `sum(self.vqvae.losses)`); one reading a mask stays as traced."""
+    todo, seen = [layer], set()
+    while todo:
+        owner = todo.pop()
+        if id(owner) in seen:
+            continue
+        seen.add(id(owner))
+        added = owner.__dict__.get("_added") or []
+        try:
+            again = iter(clone_graph([a for a in added if isinstance(a, KerasTensor)],
+                                     placeholders, flat))
+            owner.__dict__["_added"] = [next(again) if isinstance(a, KerasTensor) else a
+                                        for a in added]
+        except (ValueError, KeyError):
+            pass
+        todo += list(owner._sublayers()) + list(getattr(owner, "layers", None) or [])
+
+
 def _call_custom(layer, inputs, args, kwargs):
     """A user's layer (or model) called on symbolic tensors: builds it on the
     first call, traces call() once for the output shapes, and records one
@@ -463,8 +489,10 @@ def _call_custom(layer, inputs, args, kwargs):
     called_training = static.pop("training", None)
     try:
         with collecting_losses():  # (its add_loss terms are written with its node)
-            outs, _, single = trace_call(layer, _template_of(template), static, False,
-                                         carried_mask_specs(flat))
+            outs, ph, single = trace_call(layer, _template_of(template), static, False,
+                                          carried_mask_specs(flat), user_call=True)
+        if not is_rewriting():
+            _outer_losses(layer, ph[:len(flat)], flat)
     except (ValueError, TypeError) as e:
         raise type(e)(f"{e} (in {type(layer).__name__}.call, layer {layer.name!r} called at "
                       f"{where})") from None
@@ -675,18 +703,17 @@ def apply_function(fn, exprs, shapes, ctx, dtypes=None, batch_axis=True) -> str:
 # ---------------------------------------------------------------- discovery
 
 
-def _deps(t: KerasTensor) -> list:
-    return GraphWriter._inputs(t)
+def _deps(t: KerasTensor) -> list:  # a tape's gradient tensor reads its target's layers too
+    return GraphWriter._inputs(t) + ([t.grad_target] if t.op == "grad" else [])
 
 
 def collect_layers(outputs, exclude=None) -> list:
-    """The layers (and owners of weights) a graph uses, leaves only (a user
-    layer's sublayers in its stead, with the user layer when it has weights
-    of its own), in Keras's order (graph_layers)."""
+    """The layers (and owners of weights) a graph uses, leaves only (a user layer's sublayers
+    in its stead, with it when it has weights of its own), in Keras's order (graph_layers)."""
     return graph_layers(outputs, exclude)[0]
 
 
-def graph_layers(outputs, exclude=None):
+def graph_layers(outputs, exclude=None, keys=None):
     """(leaves, top): the layers a graph uses as Keras orders a functional
     model's layers -- by depth (the most operations between the layer and
     the outputs first; a shared layer at its deepest), ties in the order a
@@ -734,7 +761,7 @@ def graph_layers(outputs, exclude=None):
                         walk(outs + [v for _, v in added if isinstance(v, KerasTensor)], False)
                     if owner.params:
                         add(owner)
-                    order[start:] = _keras_order(owner, order[start:])
+                    order[start:] = keras_order(owner, order[start:])
                 else:
                     add(owner)
             if is_outer and owner is not None and owner is not exclude:
@@ -752,9 +779,9 @@ def graph_layers(outputs, exclude=None):
         for dep in _deps(t):
             depth[dep.id] = max(depth.get(dep.id, 0), d + step)
     layer_depth, first = {}, {}
-    for t in outer:
-        if t.op in ("layer", "param"):
-            key = id(t.args[0])
+    for t in outer:  # (keys: an Input's place among them too, ("in", its id): Keras's)
+        if t.op in ("layer", "param", "input"):
+            key = ("in", t.id) if t.op == "input" else id(t.args[0])
             layer_depth[key] = max(layer_depth.get(key, 0), depth.get(t.id, 0))
     visited, stack = set(), list(reversed(list(outputs)))
     while stack:  # the walk from the outputs, meeting layers in pre-order
@@ -762,10 +789,12 @@ def graph_layers(outputs, exclude=None):
         if t.id in visited:
             continue
         visited.add(t.id)
-        if t.op in ("layer", "param"):
-            first.setdefault(id(t.args[0]), len(first))
+        if t.op in ("layer", "param", "input"):
+            first.setdefault(("in", t.id) if t.op == "input" else id(t.args[0]), len(first))
         stack.extend(reversed(_deps(t)))
-    top.sort(key=lambda l: (-layer_depth.get(id(l), 0), first.get(id(l), 0)))
+    keys = {} if keys is None else keys
+    keys.update({k: (-layer_depth.get(k, 0), n) for k, n in first.items()})
+    top.sort(key=lambda l: keys.get(id(l), (0, 0)))
     leaves, placed = [], set()
     for layer in top:
         for leaf in leaves_of[id(layer)]:
@@ -773,34 +802,6 @@ def graph_layers(outputs, exclude=None):
                 placed.add(id(leaf))
                 leaves.append(leaf)
     return leaves, top
-
-
-def _keras_order(layer, used: list) -> list:
-    """The layers a user layer's call used, in the order Keras lists their
-    weights: the layer's own first, then the layers it holds as attributes
-    in the order it assigned them (lists, tuples and dicts of layers too,
-    each sublayer with its own in turn), then any others in call order."""
-    wanted = {id(l) for l in used}
-    ordered, placed, visited = [], set(), set()
-
-    def visit(obj):
-        if isinstance(obj, (list, tuple)):
-            for v in obj:
-                visit(v)
-        elif isinstance(obj, dict):
-            for v in obj.values():
-                visit(v)
-        elif hasattr(obj, "_is_custom") and hasattr(obj, "params") and id(obj) not in visited:
-            visited.add(id(obj))
-            if id(obj) in wanted and id(obj) not in placed:
-                placed.add(id(obj))
-                ordered.append(obj)
-            for name, v in vars(obj).items():
-                if not name.startswith("_") or name == "_layers":
-                    visit(v)
-
-    visit(layer)
-    return ordered + [l for l in used if id(l) not in placed]
 
 
 def clone_graph(outputs, inputs, new_inputs) -> list:
@@ -951,12 +952,12 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
 
 
 def _run_eager(model, feeds, training):
-    """The one-layer model of an eager call run on its feeds, as one batch:
-    predict, or in training mode (training=True)."""
+    """An eager call's one-layer model on its feeds as one batch (Keras's too)."""
     if training:
         return model._forward_training(feeds)
+    model.__dict__["_one_batch"] = True
     return model.predict(feeds if len(feeds) > 1 else feeds[0],
-                         batch_size=max(1, len(feeds[0])), verbose=0)
+                         batch_size=max([1] + [len(f) for f in feeds]), verbose=0)
 
 
 def _eager_custom_call(layer, inputs, args, kwargs):

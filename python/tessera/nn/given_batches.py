@@ -14,8 +14,17 @@ __all__ = ["GivenBatches", "batch_parts", "pydataset_batches", "generator_batche
            "iterable_batches"]
 
 
-def batch_parts(b, i, what, where) -> list:
-    """A batch x, (x, y) or (x, y, sample_weight) as a list of arrays."""
+def batch_parts(b, i, what, where, form=None) -> list:
+    """A batch x, (x, y) or (x, y, sample_weight) as a list of arrays. form: the
+    model's flattening of a batch (x a dict or list of its inputs, no labels when no
+    loss reads them: Model._batch_form), or None."""
+    if form is not None:
+        arrays = [np.asarray(a) for a in form(b)]
+        rows = {len(a) if a.ndim else None for a in arrays}
+        if len(rows) != 1 or None in rows:
+            raise ValueError(f"[{where}] batch {i} of {what} has parts of "
+                             f"{[a.shape for a in arrays]}: every part needs the same rows")
+        return arrays
     if isinstance(b, list):
         b = tuple(b)
     parts = b if isinstance(b, tuple) else (b,)
@@ -94,7 +103,7 @@ def _check_parts(arrays, spec_len, i, what, where):
                          f"{spec_len}")
 
 
-def pydataset_batches(ds, where: str, shuffle_seed=None) -> GivenBatches:
+def pydataset_batches(ds, where: str, shuffle_seed=None, form=None) -> GivenBatches:
     """A keras.utils.PyDataset's batches: ds[i] for i < len(ds), on_epoch_begin and
     on_epoch_end around each pass; with `shuffle_seed` (fit's shuffle=True, as
     Keras's PyDataset adapter shuffles) in an order drawn per (seed, epoch)."""
@@ -102,7 +111,7 @@ def pydataset_batches(ds, where: str, shuffle_seed=None) -> GivenBatches:
     n = ds.num_batches
     if n is None or n <= 0:
         raise ValueError(f"[{where}] the PyDataset {what} has no batches (len is {n})")
-    first = batch_parts(ds[0], 0, what, where)
+    first = batch_parts(ds[0], 0, what, where, form)
 
     def read_epoch(epoch, start):
         ds.on_epoch_begin()
@@ -110,7 +119,7 @@ def pydataset_batches(ds, where: str, shuffle_seed=None) -> GivenBatches:
             np.random.default_rng([shuffle_seed, epoch]).permutation(n)
         for i in range(start, n):
             k = int(order[i])
-            arrays = batch_parts(ds[k], k, what, where)
+            arrays = batch_parts(ds[k], k, what, where, form)
             _check_parts(arrays, len(first), k, what, where)
             yield i, arrays
         ds.on_epoch_end()

@@ -82,8 +82,10 @@ def _shape(cls: str, shape) -> Tuple[int, ...]:
     return out
 
 
-def _dtype(cls: str, dtype) -> str:
+def _dtype(cls: str, dtype, exact: bool = False) -> str:
     name = np.dtype(dtype).name if dtype is not None else "float32"
+    if exact and (np.dtype(name).kind in "iub"):
+        return name  # Zeros, Ones, Constant: integer and bool weights too (Keras's)
     if name not in _DTYPES:
         raise ValueError(f"[{cls}] dtype must be a float dtype ({', '.join(_DTYPES)}), got "
                          f"{dtype!r}")
@@ -179,6 +181,7 @@ class Initializer(Configurable):
 
     seed: Optional[int] = None
     _draws = False  # a random initializer (it takes a seed)
+    _any_dtype = False  # makes integer and bool values too (Zeros, Ones, Constant)
 
     def __call__(self, shape, dtype="float32") -> np.ndarray:
         # As Keras's: an unseeded random initializer draws one seed (here from tessera's
@@ -195,7 +198,7 @@ class Initializer(Configurable):
         """The values for ``shape``, drawn with the initializer's own seed if it
         has one, else with ``seed`` (None: tessera's global random state)."""
         cls = type(self).__name__
-        shape, dtype = _shape(cls, shape), _dtype(cls, dtype)
+        shape, dtype = _shape(cls, shape), _dtype(cls, dtype, self._any_dtype)
         own = self.seed if self.seed is not None else _seed(cls, seed)
         return self._generate(shape, dtype, own)
 
@@ -210,6 +213,8 @@ class Initializer(Configurable):
 class Constant(Initializer):
     """Every value ``value``: a number, or as Keras an array broadcast to the shape
     asked for (PointNet's identity-matrix bias, ``Constant(np.eye(k).flatten())``)."""
+
+    _any_dtype = True
 
     def __init__(self, value=0.0):
         if np.ndim(value) == 0:
@@ -242,12 +247,16 @@ class Constant(Initializer):
 class Zeros(Initializer):
     """Zeros."""
 
+    _any_dtype = True
+
     def _generate(self, shape, dtype, seed):
         return np.zeros(shape, dtype=dtype)
 
 
 class Ones(Initializer):
     """Ones."""
+
+    _any_dtype = True
 
     def _generate(self, shape, dtype, seed):
         return np.ones(shape, dtype=dtype)

@@ -17,7 +17,7 @@ from ._config import Configurable
 from .functional import _placeholders, write_traced
 from .layers.base import _snake
 from .program_constants import compile_program
-from .symbolic import KerasTensor
+from .symbolic import KerasTensor, next_name
 from .variables import Variable, collecting_updates, tracing
 
 _EPS = 1e-7  # Keras's backend.epsilon()
@@ -87,7 +87,7 @@ class Metric(Configurable):
                              f"{aggregation!r} is not supported (state is summed)")
         v = Variable(initializer if initializer is not None else "zeros",
                      shape=tuple(shape or ()), dtype=dtype or "float32",
-                     name=name or f"variable_{len(self.variables)}")
+                     name=name or next_name("variable"))  # Keras's auto_name
         v._owner_name = self.name
         self.__dict__.setdefault("_state", []).append(v)
         return v

@@ -29,6 +29,7 @@ class Param:
     trainable: bool = True
     regularizer: object = None
     constraint: object = None  # a constraints.Constraint (add_weight's constraint=)
+    dtype: object = None  # add_weight's integer or bool dtype (None: the model's float dtype)
 
 
 # While load_model rebuilds a model from a file: {"left", "total", "path"},
@@ -117,7 +118,7 @@ def value_spec(layer, name):
     its draw is pending (DeferredValues)."""
     v = dict.get(layer._values, name)
     if isinstance(v, _Draw):
-        return tuple(v.param.shape), np.dtype(v.dtype)
+        return tuple(v.param.shape), np.dtype(v.param.dtype or v.dtype)
     a = np.asarray(v)
     return a.shape, a.dtype
 
@@ -143,4 +144,4 @@ def initial_value(param: Param, seed: int, dtype: str = "float32"):
         budget["left"] -= count
 
     init = param.init if hasattr(param.init, "generate") else initializers.get(param.init)
-    return init.generate(tuple(param.shape), dtype, seed)
+    return init.generate(tuple(param.shape), param.dtype or dtype, seed)

@@ -256,6 +256,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             ctx.output_masks = getattr(t, "mask_outputs", None)  # (a nested model's)
             outer, reads[:] = reads[:], []
             p = {q.name: param(layer, q.name) for q in layer.params} if not traced else {}
+            p.update({k: w.expr(v) for k, v in getattr(t, "param_overrides", {}).items()})
             out = (getattr(t, "builtin", None) or type(layer)).forward(
                 layer, exprs if multi else exprs[0], p, ctx, **static)
             stats.extend(ctx.stats)

@@ -24,7 +24,10 @@ class SeedGenerator:
 
     def __init__(self, seed=None, name=None, **kwargs):
         if seed is None:
-            seed = int(np.random.SeedSequence().generate_state(1)[0])
+            # as Keras's (a seed from Python's global random): the global stream's next, so
+            # an unseeded generator repeats after set_random_seed
+            seed = (_GLOBAL.next() if _GLOBAL is not None
+                    else int(np.random.SeedSequence().generate_state(1)[0]))
         if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
             raise TypeError(f"[random.SeedGenerator] seed must be an int or None, got {seed!r}")
         self.seed = int(seed)
@@ -43,7 +46,9 @@ class SeedGenerator:
         return {"seed": self.seed, "name": self.name}
 
 
+_GLOBAL = None
 _GLOBAL = SeedGenerator()
+_GLOBAL_SEEDED = [False]  # set_random_seed was called (in this process)
 
 
 def reseed_global(seed: int) -> None:
@@ -51,6 +56,22 @@ def reseed_global(seed: int) -> None:
     Keras's reseeds its global SeedGenerator): unseeded draws and the eager
     training-mode calls of random layers repeat after it."""
     _GLOBAL.seed, _GLOBAL._count = int(seed), 0
+    _GLOBAL_SEEDED[0] = True
+
+
+def forget_global_seed() -> None:
+    """Back to the state before any set_random_seed (a fresh, unseeded global
+    stream; models and fit calls without a seed take 0 again): for tests."""
+    _GLOBAL.seed, _GLOBAL._count = int(np.random.SeedSequence().generate_state(1)[0]), 0
+    _GLOBAL_SEEDED[0] = False
+
+
+def default_seed() -> int:
+    """The seed of a model or fit call given none: 0 (the same weights, shuffles and
+    dropout draws at every run) until utils.set_random_seed is called; after it, the
+    global stream's next, so that, as in Keras, the same global seed repeats a run and
+    another seed gives other initial weights, shuffles and dropout draws."""
+    return _GLOBAL.next() % (1 << 30) if _GLOBAL_SEEDED[0] else 0
 
 
 def eager_training_seed() -> int:

@@ -20,6 +20,7 @@ bounds what the operations make; saving.py).
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import math
 import numbers
@@ -36,6 +37,29 @@ from .program_constants import bindable, constant_name
 __all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter"]
 
 _ids = itertools.count()
+
+# {(id(layer), weight name): symbolic value} while a user's call is traced: the
+# weights the call assigned (`self.conv.kernel.assign(self.conv.kernel * mask)`), read
+# as the assigned value by what the call records afterwards, as Keras's stateless
+# step reads them (variables.assigning_in_call)
+PARAM_OVERRIDES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_param_overrides",
+                                                                 default=None)
+
+
+def _overridden(args):
+    """args with each weight the traced call assigned replaced by its assigned value."""
+    ov = PARAM_OVERRIDES.get()
+    if not ov:
+        return args
+
+    def sub(a):
+        if isinstance(a, KerasTensor) and a.op == "param" and a.args[0] is not None:
+            return ov.get((id(a.args[0]), a.args[1]), a)
+        if isinstance(a, (list, tuple)) and not hasattr(a, "_fields"):
+            return type(a)(sub(v) for v in a)
+        return a
+
+    return sub(args)
 _DUMMY_BATCH = (2, 3)
 # Stand-in lengths of the axes of unknown length past the batch axis
 # (Input(shape=(None, 8))): different from the batch sizes, so that an
@@ -64,6 +88,31 @@ def _dtype_name(dtype) -> str:
         return str(np.dtype(dtype))
     except TypeError:
         raise TypeError(f"[Input] unknown dtype {dtype!r}") from None
+
+
+# Keras 3's dtypes (backend.common.dtypes.ALLOWED_DTYPES) and its names of Python's types
+# (int is int32, as on every backend but TensorFlow)
+KERAS_DTYPES = ("float16", "float32", "float64", "uint8", "uint16", "uint32", "uint64", "int8",
+                "int16", "int32", "int64", "bfloat16", "bool", "string", "float8_e4m3fn",
+                "float8_e5m2", "complex64", "complex128")
+_PYTHON_DTYPES = {bool: "bool", int: "int32", float: "float32", str: "string", "int": "int32",
+                  complex: "complex64"}
+
+
+def keras_dtype(dtype, where: str = "standardize_dtype") -> str:
+    """A dtype's name as Keras's standardize_dtype gives it (None stays None): Python's
+    int and "int" are int32, float float32; NumPy dtypes and types by name; a name Keras
+    does not take ("float", "double", "f4") is a ValueError, as Keras's."""
+    if dtype is None:
+        return None
+    name = _PYTHON_DTYPES.get(dtype, dtype) if isinstance(dtype, (str, type)) else dtype
+    if not isinstance(name, str):
+        name = (getattr(name, "name", None) or getattr(name, "__name__", None)
+                or getattr(getattr(name, "dtype", None), "name", None) or str(name))
+    if name not in KERAS_DTYPES:
+        raise ValueError(f"[{where}] invalid dtype: {dtype!r} (Keras's dtypes are "
+                         f"{', '.join(KERAS_DTYPES)}; Python's int is int32, float float32)")
+    return name
 
 
 def is_symbolic(x) -> bool:
@@ -117,6 +166,11 @@ class KerasTensor:
         self.where = where or user_location()
         self.name = name
         self._standins = dummies  # made when first needed (_dummies)
+        ov = PARAM_OVERRIDES.get()
+        if ov and op == "layer":  # a layer called after its weights were assigned
+            mine = {k[1]: v for k, v in ov.items() if k[0] == id(self.args[0])}
+            if mine:
+                self.param_overrides = mine
 
     # ------------------------------------------------------------ basics
     @property
@@ -395,6 +449,8 @@ def _deferred_reshape(name, args, where):
 def _record(name: str, args, kwargs):
     """Records the primitive `name` applied to args/kwargs (some symbolic)."""
     where = user_location()
+    args = _overridden(args)
+    kwargs = {k: _overridden(v) for k, v in kwargs.items()}
     if name not in _primitive_names():
         raise TypeError(f"[{name}] at {where}: {name!r} is not an operation tessera can apply to "
                         "symbolic tensors (see `tessera ops` for the list)")
@@ -498,6 +554,33 @@ def _literal(v) -> str:
     raise TypeError(f"[symbolic] cannot write {v!r} into the model's program")
 
 
+_GRADIENT_DEPTH = [0]  # GradientTape gradients being written (local functions)
+
+
+def in_gradient_function() -> bool:
+    """True while a GradientTape's gradient with respect to a computed value is written:
+    its statements are a local function's, not the step's."""
+    return _GRADIENT_DEPTH[0] > 0
+
+
+def depending_on(target: KerasTensor, src: KerasTensor) -> dict:
+    """{tensor id: whether it depends on src} for the tensors target's computation
+    reads (a GradientTape's gradient tensor through its target as well)."""
+    depends: dict = {src.id: True}
+    stack = [(target, False)]
+    while stack:
+        v, ready = stack.pop()
+        if v.id in depends:
+            continue
+        ins = GraphWriter._inputs(v) + ([v.grad_target] if v.op == "grad" else [])
+        if not ready:
+            stack.append((v, True))
+            stack.extend((a, False) for a in ins if a.id not in depends)
+            continue
+        depends[v.id] = any(depends.get(a.id, False) for a in ins)
+    return depends
+
+
 class GraphWriter:
     """Writes the statements computing a graph of symbolic tensors.
 
@@ -505,13 +588,17 @@ class GraphWriter:
     gives a parameter's variable; `layer_code(tensor, input_exprs)` writes a
     layer call and returns its expression (or list of expressions)."""
 
-    def __init__(self, names: dict, param_var, layer_code, prefix: str = "t"):
+    def __init__(self, names: dict, param_var, layer_code, prefix: str = "t", param_at=None):
         self.names = dict(names)
         self.param_var = param_var
         self.layer_code = layer_code
         self.prefix = prefix
         self.stmts: list = []
         self._count = itertools.count()
+        # param_at(layer, name, when): a weight read by an operation made at `when` (a
+        # traced train_step's weights change between its updates), or None
+        self.param_at = param_at
+        self._consumer = None
 
     def expr(self, t: KerasTensor) -> str:
         self._visit(t)
@@ -519,6 +606,8 @@ class GraphWriter:
 
     def _arg(self, a) -> str:
         if isinstance(a, KerasTensor):
+            if a.op == "param" and self.param_at is not None and self._consumer is not None:
+                return self.param_at(*a.args, self._consumer)
             return self.names[a.id]
         if isinstance(a, (list, tuple)):
             if all(isinstance(v, numbers.Number) and not isinstance(v, bool) for v in a):
@@ -572,6 +661,7 @@ class GraphWriter:
 
         walk(t.args)
         walk({k: v for k, v in t.kwargs.items() if k != "_template"})
+        walk(list(getattr(t, "param_overrides", {}).values()))
         return out
 
     def _visit(self, root: KerasTensor):
@@ -589,6 +679,7 @@ class GraphWriter:
             self._write(t)
 
     def _write(self, t: KerasTensor):
+        self._consumer = t.id
         if t.op == "input":
             raise ValueError(f"[Model] the graph reaches an Input (made at {t.where}) that is "
                              "not among the model's inputs")
@@ -600,6 +691,9 @@ class GraphWriter:
             # a layer with several outputs: each was defined on its own (the
             # autodiff does not look into elements of lists)
             self.names[t.id] = self.names[t.args[0].id][t.args[1]]
+            return
+        if t.op == "grad":
+            self._write_gradient(t, name)
             return
         if t.op == "layer":
             expr = self.layer_code(t, name, self)
@@ -613,6 +707,30 @@ class GraphWriter:
             self.stmts.append(f"define({name}, {expr})")
         else:
             self.stmts.append(f"define({name}, {self._prim_expr(t)})")
+        self.names[t.id] = name
+
+    def _write_gradient(self, t: KerasTensor, name: str):
+        """A GradientTape's gradient of t.grad_target with respect to the computed tensor
+        t.args[0]: the target's computation written as a local function of the source
+        (what does not depend on the source read from outside), and grad of its sum."""
+        src, target = t.args[0], t.grad_target
+        depends = depending_on(target, src)
+        if not depends[target.id]:
+            raise ValueError(f"[GradientTape.gradient] the target (made at {target.where}) "
+                             f"does not depend on the source (made at {src.where}): its "
+                             f"gradient is None under TensorFlow, not a tensor")
+        x = f"{name}_x"
+        outside = {k: v for k, v in self.names.items() if not depends.get(k, False)}
+        outside[src.id] = x
+        sub = GraphWriter(outside, self.param_var, self.layer_code, prefix=f"{name}_")
+        _GRADIENT_DEPTH[0] += 1
+        try:
+            value = sub.expr(target)
+        finally:
+            _GRADIENT_DEPTH[0] -= 1
+        body = ", ".join(sub.stmts + [f"sum({value})"])
+        self.stmts.append(f"define({name}_f, {x}, block({body}))")
+        self.stmts.append(f"define({name}, grad({name}_f)({self.names[src.id]}))")
         self.names[t.id] = name
 
     def _prim_expr(self, t: KerasTensor) -> str:

@@ -38,7 +38,8 @@ from .layers import Context
 from .metric_base import Metric
 from .program_constants import compile_program
 from .step_overrides import _ACTIVE, StepGradient, _user_override
-from .symbolic import STEP_SEED, GraphWriter, KerasTensor, user_location
+from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, depending_on, in_gradient_function,
+                       user_location)
 from .variables import tracing
 
 __all__ = ["uses_tape_steps", "fit_tape_steps", "adopt_sublayers", "TapeGradient"]
@@ -118,19 +119,21 @@ class TapeStepTrace:
         return key
 
     def tape_gradient(self, tape, target, sources):
+        """GradientTape.gradient in the traced step: the gradients of a loss with respect
+        to weights (for an optimizer), or a tensor's gradient with respect to computed
+        tensors (see value_gradient)."""
         where = user_location()
         single = not isinstance(sources, (list, tuple, dict))
         srcs = list(sources.values()) if isinstance(sources, dict) else \
             [sources] if single else list(sources)
-        for s in srcs:
-            if isinstance(s, KerasTensor) and getattr(s, "_layer", None) is None:
+        computed = [isinstance(s, KerasTensor) and getattr(s, "_layer", None) is None
+                    for s in srcs]
+        if any(computed):
+            if not all(computed):
                 raise NotImplementedError(
-                    f"[GradientTape.gradient] the gradient with respect to a computed value "
-                    f"(made at {s.where}), as WGAN-GP's gradient penalty takes it, is not "
-                    f"supported yet: a traced train_step differentiates its losses with respect "
-                    f"to weights only; the missing piece is second-order gradients (a tape "
-                    f"inside a tape: tessera's autodiff does not differentiate through "
-                    f"value_and_grad itself) (at {where})")
+                    f"[GradientTape.gradient] the gradient with respect to computed values and "
+                    f"weights at once is not supported: take them with two tapes (at {where})")
+            return self.value_gradient(target, sources, srcs, single, where)
         if not isinstance(target, KerasTensor) or tuple(target.shape) != ():
             what = getattr(target, "shape", type(target).__name__)
             raise ValueError(f"[GradientTape.gradient] the target must be a scalar loss "
@@ -143,6 +146,28 @@ class TapeStepTrace:
         out = [TapeGradient(self, phase, i, k)
                if k[0] in reached and (watched is None or k in watched) else None
                for i, k in enumerate(keys)]
+        if isinstance(sources, dict):
+            return dict(zip(sources.keys(), out))
+        return out[0] if single else out
+
+    @staticmethod
+    def value_gradient(target, sources, srcs, single, where):
+        """The gradient of `target` (summed, as TensorFlow's tape sums a non-scalar
+        target) with respect to computed tensors (WGAN-GP's interpolated images): a
+        tensor of the step, written as grad of the target's computation as a function of
+        the source. Inside another tape's loss it is differentiated in turn (a
+        second-order gradient)."""
+        if not isinstance(target, KerasTensor):
+            raise ValueError(f"[GradientTape.gradient] the target must be a tensor computed in "
+                             f"the step, got {type(target).__name__} (at {where})")
+        for s in srcs:
+            if not depending_on(target, s)[target.id]:
+                raise ValueError(f"[GradientTape.gradient] the target (made at {target.where}) "
+                                 f"does not depend on the source (made at {s.where}): its "
+                                 f"gradient is None under TensorFlow, not a tensor (at {where})")
+        out = [KerasTensor(s.shape, s.dtype, "grad", (s,), where=where) for s in srcs]
+        for t in out:
+            t.grad_target = target
         if isinstance(sources, dict):
             return dict(zip(sources.keys(), out))
         return out[0] if single else out
@@ -216,8 +241,12 @@ class _Writer:
     """Writes symbolic values into statements, each layer reading the
     weights under the names current when the step made its node."""
 
-    def __init__(self, trace, bound: dict, prefix: str, numbers: dict, sources=None):
+    def __init__(self, trace, bound: dict, prefix: str, numbers: dict, sources=None,
+                 moving=None):
         self.trace = trace
+        # a BatchNormalization's moving statistics: {key: their name now} (updated
+        # by the calls with training=True written before)
+        self.moving = {} if moving is None else moving
         self.time = None  # the id of the outermost node being written
         self.count = iter(range(1 << 30))
         # each outermost layer node's number, shared by the program's writers, so that a
@@ -226,17 +255,27 @@ class _Writer:
         self.inner = 0
         self.training = "false"
         self.prefix = prefix
-        self.stats: list = []
+        self.stats: list = []  # (outermost node id, layer, batch statistics' name)
         self.sources = sources  # {key: name}: a phase's differentiated weights
-        self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix)
+        self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix,
+                              param_at=self.param_at)
 
     def param(self, layer, pname):
+        return self.param_at(layer, pname, None)
+
+    def param_at(self, layer, pname, when):
+        """The weight as a layer node being written reads it (its node's time), else
+        as an operation made at `when` reads it (a loss a layer added, recorded again
+        on the step's tensors: functional._outer_losses)."""
         key = (id(layer), pname)
         name = self.trace.var_of.get(key)
         if name is None:
             raise ValueError(f"[fit] layer {layer.name!r} is called by the train_step but its "
                              f"weight {pname!r} was not found when the step was traced")
-        return _vname(name, self.trace.version(key, self.time))
+        if key in self.moving:
+            return self.moving[key]
+        at = self.time if self.time is not None else when
+        return _vname(name, self.trace.version(key, float("inf") if at is None else at))
 
     def fresh(self, tag):
         return f"{self.prefix}_{''.join(c if c.isalnum() else '_' for c in tag)}" \
@@ -277,14 +316,16 @@ class _Writer:
             ctx.input_masks = carried_mask_exprs(ins, w) if traced else None
             ctx.output_masks = getattr(t, "mask_outputs", None)
             p = {q.name: self.param(layer, q.name) for q in layer.params} if not traced else {}
+            p.update({k: w.expr(v) for k, v in getattr(t, "param_overrides", {}).items()})
             out = (getattr(t, "builtin", None) or type(layer)).forward(
                 layer, exprs if multi else exprs[0], p, ctx, **static)
-            if ctx.stats:
+            if ctx.stats and in_gradient_function():
                 raise NotImplementedError(
                     f"[fit] layer {layer.name!r} ({layer.kind}) is called with training=True "
-                    "in a train_step that trains sub-models with tapes of their own: its "
+                    "inside a GradientTape's gradient with respect to a computed value: its "
                     "moving statistics are not updated there yet (call it without "
-                    f"training=True, or leave BatchNormalization out) (at {t.where})")
+                    f"training=True there) (at {t.where})")
+            self.stats += [(self.time, bn, st) for bn, st in ctx.stats]
             return out
         finally:
             self.training = held
@@ -450,20 +491,28 @@ class TapeStepProgram:
             [("update", j, trace.updates[j][2]) for j in updates]
         events.sort(key=lambda e: e[2])
         used_phases = {ph for _, pairs, _ in trace.updates for _, ph, _ in pairs}
+        self.moving: dict = {}  # a moving statistic's key -> its name now
+        self.moved: set = set()  # (node id, id(layer)) whose statistics were applied
+        self.moves = 0  # the moving statistics' new names so far
         for kind, k, mark in events:
             if kind == "phase":
                 if k not in used_phases:
                     continue
                 loss, keys, _ = trace.phases[k]
                 srcs = [_vname(trace.var_of[key], trace.version(key, mark)) for key in keys]
-                w = _Writer(trace, bound, f"p{k}", self.numbers)
+                w = _Writer(trace, bound, f"p{k}", self.numbers, moving=self.moving)
                 e = w.expr(loss)
+                stats = self._new_stats(w)
+                if stats:  # the batch statistics leave the phase as its aux value
+                    e = f"list({e}, list({', '.join(st for _, st in stats)}))"
                 body = ",\n    ".join(w.gw.stmts + [e])
                 lines.append(f"define(phase_{k}, {', '.join(srcs)}, block(\n    {body}))")
                 nums = ", ".join(str(i) for i in range(len(srcs)))
-                lines.append(f"define(r_{k}, value_and_grad(phase_{k}, argnums=[{nums}])"
+                aux = ", has_aux=true" if stats else ""
+                lines.append(f"define(r_{k}, value_and_grad(phase_{k}, argnums=[{nums}]{aux})"
                              f"({', '.join(srcs)}))")
                 lines += [f"define(g_{k}_{i}, r_{k}[1][{i}])" for i in range(len(srcs))]
+                lines += self._moving_lines(stats, [f"r_{k}[2][{j}]" for j in range(len(stats))])
                 phase_loss[loss.id] = f"r_{k}[0]"
                 continue
             opt, pairs, _ = trace.updates[k]
@@ -499,14 +548,17 @@ class TapeStepProgram:
                 lines.append(f"define({current[n]}, u_{k}[1][{i}])")
         self.update_order = updates
         # the logged values and the metrics' arguments, as the step left them
-        tail = _Writer(trace, bound, "t", self.numbers)
+        tail = _Writer(trace, bound, "t", self.numbers, moving=self.moving)
         self.reported: list = []
         reported_exprs = []
         for t in self._reported_tensors():
             reported_exprs.append(phase_loss.get(t.id) or tail.expr(t))
             self.reported.append(t)
         lines += tail.gw.stmts
-        finals = [_vname(trace.var_of[key], trace.final_version(key)) for key in self.keys]
+        stats = self._new_stats(tail)
+        lines += self._moving_lines(stats, [st for _, st in stats])
+        finals = [self.moving.get(key) or _vname(trace.var_of[key], trace.final_version(key))
+                  for key in self.keys]
         self.opt_state_names = [st.name for _, st in self.opt_vars]
         out_states = [self.state_now[q][st.name] for q, st in self.opt_vars]
         lines.append(f"list(list({', '.join(reported_exprs)}), list({', '.join(finals)}), "
@@ -519,6 +571,31 @@ class TapeStepProgram:
                      "tape_step\n")
         self.values = values
         self.program = compile_program(self.text, "<model train_step (tapes)>")
+
+    def _new_stats(self, w) -> list:
+        """The (layer, statistics) of the BatchNormalization calls with training=True that
+        writer `w` wrote and no writer before it (a node written twice moves once)."""
+        out = []
+        for node, bn, st in w.stats:
+            if (node, id(bn)) not in self.moved:
+                self.moved.add((node, id(bn)))
+                out.append((bn, st))
+        return out
+
+    def _moving_lines(self, stats, values) -> list:
+        """Each layer's moving mean and variance moved toward its batch statistics
+        `values` (Keras's momentum * moving + (1 - momentum) * batch), under new names."""
+        lines = []
+        for (bn, _), value in zip(stats, values):
+            m = bn.momentum
+            for i, pname in enumerate(("moving_mean", "moving_variance")):
+                key = (id(bn), pname)
+                old = self.moving.get(key) or self.trace.var_of[key]
+                self.moves += 1
+                new = f"{self.trace.var_of[key]}__m{self.moves}"
+                lines.append(f"define({new}, {m!r} * {old} + {1.0 - m!r} * {value}[{i}])")
+                self.moving[key] = new
+        return lines
 
     def _reported_tensors(self) -> list:
         seen, out = set(), []

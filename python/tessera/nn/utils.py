@@ -35,7 +35,7 @@ from .random import reseed_global
 from .keras_objects import deserialize_keras_object, serialize_keras_object
 from .saving import (CustomObjectScope, custom_object_scope, get_custom_objects,
                      get_registered_name, get_registered_object, register_keras_serializable)
-from .symbolic import KerasTensor
+from .symbolic import KerasTensor, keras_dtype
 
 __all__ = ["FeatureSpace", "set_random_seed", "to_categorical", "pad_sequences", "normalize",
            "timeseries_dataset_from_array", "split_dataset", "PyDataset", "Sequence", "Progbar",
@@ -51,9 +51,9 @@ __all__ = ["FeatureSpace", "set_random_seed", "to_categorical", "pad_sequences",
 
 
 def to_categorical(x, num_classes=None):
-    """One-hot float32 rows for integer class labels, like
-    keras.utils.to_categorical: shape x.shape + (num_classes,), a last axis of
-    1 dropped first; num_classes defaults to max(x) + 1."""
+    """One-hot rows for integer class labels, like keras.utils.to_categorical:
+    shape x.shape + (num_classes,), a last axis of 1 dropped first; num_classes
+    defaults to max(x) + 1; float64, as Keras's NumPy result."""
     y = np.asarray(x)
     if y.ndim > 1 and y.shape[-1] == 1:
         y = y.reshape(y.shape[:-1])
@@ -66,7 +66,7 @@ def to_categorical(x, num_classes=None):
         bad = y[(y < 0) | (y >= num_classes)].flat[0]
         raise ValueError(f"[to_categorical] label {bad} is out of range for num_classes="
                          f"{num_classes}")
-    out = np.zeros(y.shape + (num_classes,), dtype=np.float32)
+    out = np.zeros(y.shape + (num_classes,), dtype=np.float64)
     np.put_along_axis(out, y[..., None], 1.0, axis=-1)
     return out
 
@@ -321,11 +321,12 @@ class PyDataset:
     def on_epoch_end(self):
         pass
 
-    def _to_dataset(self, where, shuffle_seed=None):
+    def _to_dataset(self, where, shuffle_seed=None, form=None):
         """Its batches as fit, evaluate and predict read them: each as given, of
         its own size and shape (given_batches.py); on_epoch_begin/on_epoch_end
-        around each pass; in a shuffled order with shuffle_seed (fit's shuffle)."""
-        return pydataset_batches(self, where, shuffle_seed)
+        around each pass; in a shuffled order with shuffle_seed (fit's shuffle);
+        form: the model's flattening of each batch (given_batches.batch_parts)."""
+        return pydataset_batches(self, where, shuffle_seed, form)
 
 
 Sequence = PyDataset  # Keras 2's name, still exported by Keras 3
@@ -763,25 +764,11 @@ def is_keras_tensor(x):
     return isinstance(x, KerasTensor)
 
 
-_PYTHON_DTYPES = {bool: "bool", int: "int64", float: "float32", str: "string"}
-
-
 def standardize_dtype(dtype):
     """A dtype's name as Keras writes it: None is float32 (floatx), Python's int
-    int64, float float32; NumPy and JAX dtypes by their names."""
-    if dtype is None:
-        return "float32"
-    if dtype in _PYTHON_DTYPES:
-        return _PYTHON_DTYPES[dtype]
-    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
-    if name is None and hasattr(dtype, "dtype"):
-        name = getattr(dtype.dtype, "name", None)
-    if name == "float":
-        return "float32"
-    try:
-        return np.dtype(name if name is not None else dtype).name
-    except TypeError:
-        raise ValueError(f"[standardize_dtype] invalid dtype: {dtype!r}") from None
+    and "int" int32, float float32; NumPy and JAX dtypes by their names; others
+    ("float", "double") a ValueError, as Keras's."""
+    return "float32" if dtype is None else keras_dtype(dtype)
 
 
 def clear_session(free_memory=True):

@@ -23,10 +23,10 @@ import numpy as np
 
 from . import initializers
 from .params import initial_value
-from .symbolic import KerasTensor, user_location
+from .symbolic import PARAM_OVERRIDES, KerasTensor, keras_dtype, next_name, user_location
 
 __all__ = ["Variable", "name_scope", "tracing", "is_tracing", "collecting_updates",
-           "collecting_losses"]
+           "collecting_losses", "assigning_in_call", "rewriting", "is_rewriting"]
 
 # True while a user's call/update_state/loss is traced into a program: a
 # variable's operations are then recorded instead of computed.
@@ -89,6 +89,22 @@ def collecting_updates():
 
 
 @contextlib.contextmanager
+def assigning_in_call():
+    """Within (a user's call traced, outermost): a trainable weight assigned a symbolic
+    value is read as that value by what the call records afterwards, and keeps its own
+    value, as in Keras's stateless (JAX) step, whose trainable variables the call's
+    assignments do not change."""
+    if PARAM_OVERRIDES.get() is not None:
+        yield
+        return
+    token = PARAM_OVERRIDES.set({})
+    try:
+        yield
+    finally:
+        PARAM_OVERRIDES.reset(token)
+
+
+@contextlib.contextmanager
 def collecting_losses():
     """Within: Layer.add_loss appends (layer, loss) to the yielded list."""
     record: list = []
@@ -97,6 +113,25 @@ def collecting_losses():
         yield record
     finally:
         _LOSSES.reset(token)
+
+
+# True while a layer's call is traced again to write a program (not a call the user
+# made): the losses a layer keeps (Layer.losses, those of the latest call) stay as they are
+_REWRITING: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_rewriting", default=False)
+
+
+@contextlib.contextmanager
+def rewriting(on: bool = True):
+    """Within (on): calls traced are the program writer's, not the user's."""
+    token = _REWRITING.set(on or _REWRITING.get())
+    try:
+        yield
+    finally:
+        _REWRITING.reset(token)
+
+
+def is_rewriting() -> bool:
+    return _REWRITING.get()
 
 
 def add_loss_now(layer, loss) -> bool:
@@ -155,6 +190,16 @@ class name_scope:
             PATH_SCOPE.pop()
             _NAME_SCOPES.pop()
             self._pop_on_exit = False
+
+
+def _numpy_dtype(dtype, where: str):
+    """Keras's name of `dtype` ("int" and Python's int are int32; "float" a ValueError, as
+    Keras's), as a NumPy dtype name; None stays None."""
+    name = keras_dtype(dtype, where)
+    if name is not None and name in ("bfloat16", "string", "float8_e4m3fn", "float8_e5m2"):
+        raise TypeError(f"[{where}] dtype {name} is a Keras dtype tessera's arrays do not hold "
+                        f"(at {user_location()})")
+    return name
 
 
 def _plain(v):
@@ -222,6 +267,7 @@ class Variable(KerasTensor):
                              (_layer, _param), name=_layer._weight_subpath(_param).rsplit("/")[-1])
             self._own = None
             return
+        dtype = _numpy_dtype(dtype, "Variable")
         if initializer is None:
             raise ValueError("[Variable] initializer is required (an array, or an initializer "
                              "with a shape)")
@@ -243,7 +289,7 @@ class Variable(KerasTensor):
             if shape is not None and tuple(value.shape) != tuple(int(d) for d in shape):
                 raise ValueError(f"[Variable] the initial value has shape {value.shape}, not "
                                  f"the shape given, {tuple(shape)}")
-        self._layer, self._param = None, name or "variable"
+        self._layer, self._param = None, name or next_name("variable")  # Keras's auto_name
         self._scope = PATH_SCOPE[-1]  # the name scopes open now (name_scope)
         self._own = value
         self._trainable = bool(trainable)
@@ -330,11 +376,15 @@ class Variable(KerasTensor):
     def _record_update(self, sign, value, where) -> bool:
         record = _UPDATES.get()
         if record is None or not _symbolic((value,)):
+            if _symbolic((value,)) and self._assign_in_call(sign, value):
+                return True
             if _symbolic((value,)):
                 raise TypeError(f"[Variable.{where}] {self.path}: a symbolic value can be "
-                                "assigned only in a metric's update_state (traced for fit); "
-                                "assigning a weight inside a layer's call (a count or moving "
-                                "average kept by hand) is not supported yet: a "
+                                "assigned only in a metric's update_state (traced for fit), or "
+                                "to a trainable weight inside a layer's call (read as assigned "
+                                "by the rest of the call); assigning a non-trainable weight "
+                                "inside a layer's call (a count or moving average kept by "
+                                "hand) is not supported yet: a "
                                 "BatchNormalization layer keeps moving statistics "
                                 f"(at {user_location()})")
             return False
@@ -343,6 +393,27 @@ class Variable(KerasTensor):
             entry[2] = True
         else:
             entry[1].append((sign, value))
+        return True
+
+    def _assign_in_call(self, sign, value) -> bool:
+        """A trainable layer weight assigned inside a traced call: what the call records
+        afterwards reads the new value (assign_add/assign_sub: added to the current one);
+        the weight keeps its own value (Keras's JAX step drops a call's assignments to
+        trainable variables). False when not inside a call, or not such a weight."""
+        ov = PARAM_OVERRIDES.get()
+        if ov is None or self._layer is None or not self.trainable:
+            return False
+        key = (id(self._layer), self._param)
+        if not isinstance(value, KerasTensor):  # (an array: as a value of the program)
+            value = KerasTensor.__add__(KerasTensor.__mul__(self, 0), np.asarray(_plain(value)))
+        if sign:
+            value = KerasTensor.__add__(ov.get(key, self),
+                                        value if sign > 0 else np.negative(value))
+        if tuple(value.shape) != tuple(self.shape):
+            raise ValueError(f"[Variable.assign] {self.path} has shape {tuple(self.shape)}, got "
+                             f"a value of shape {tuple(value.shape)} (at {user_location()})")
+        new = value if str(value.dtype) == str(self.dtype) else value.astype(self.dtype)
+        ov[key] = new
         return True
 
     def assign(self, value):

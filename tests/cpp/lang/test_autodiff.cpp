@@ -190,6 +190,32 @@ const std::vector<GradCase>& cases() {
       {"matmul", "v @ v", {"v"}},
       {"matmul_tn", "matmul_tn(m, transpose(b))", {"m", "b"}},
       {"matmul_tn", "transpose(m) @ v", {"m", "v"}},
+      // The backward primitives' own rules (second-order gradients: grad inside a
+      // differentiated function), each against central differences of its value.
+      {"grad_accumulate", "grad_accumulate(a, b * 2.0)", {"a", "b"}},
+      {"unbroadcast", "unbroadcast(a * b, row) * row", {"a", "b", "row"}},
+      {"reduce_grad", "reduce_grad(row * row, a, 0) * b", {"row", "a", "b"}},
+      {"reduce_grad", "reduce_grad(col, a, 1, true) * b", {"col", "a", "b"}},
+      {"matmul_grad_x", "matmul_grad_x(a @ m, b, m)", {"a", "m", "b"}},
+      {"matmul_grad_y", "matmul_grad_y(b @ m, a, m)", {"b", "a", "m"}},
+      {"matmul_tn_grad_x", "matmul_tn_grad_x(m @ a, a, b)", {"m", "b", "a"}},
+      {"pad_grad", "pad_grad(pad(v, 1) * 2.0 + exp(pad(v, 1)), row, 1)", {"v", "row"}},
+      {"vjp_seed", "vjp_seed(a * b, grad_template(b))", {"a", "b"}},
+      {"relu_grad", "relu_grad(a * b, b)", {"a", "b"}},
+      {"leaky_relu_grad", "leaky_relu_grad(a * b, b, 0.2)", {"a", "b"}},
+      {"elu_grad", "elu_grad(a * 2.0, b, 1.3)", {"a", "b"}},
+      {"sigmoid_grad", "sigmoid_grad(a, unit)", {"a", "unit"}},
+      {"tanh_grad", "tanh_grad(a, unit)", {"a", "unit"}},
+      {"softplus_grad", "softplus_grad(a, b)", {"a", "b"}},
+      {"bias_add_grad", "bias_add_grad(a * b) * row", {"a", "b", "row"}},
+      {"gelu_grad", "gelu_grad(a * 2.0, b)", {"a", "b"}},
+      {"gelu_grad", "gelu_grad(a, b * 1.5, true)", {"a", "b"}},
+      {"softmax_grad", "softmax_grad(a * b, softmax(b, axis=0), axis=0)", {"a", "b"}},
+      {"softmax_grad", "softmax_grad(a, softmax(b)) * b", {"a", "b"}},
+      {"log_softmax_grad", "log_softmax_grad(a * b, log_softmax(b))", {"a", "b"}},
+      {"avg_pool2d_grad", "avg_pool2d_grad(exp(avg_pool2d(img45, 2, 1, \"same\")), img45, 2, 1, "
+                          "\"same\")", {"img45"}},
+      {"avg_pool1d_grad", "avg_pool1d_grad(sig * 2.0, sig10, 2, 2, \"valid\")", {"sig", "sig10"}},
       {"outer", "outer(v, w)", {"v", "w"}},
       {"diff", "diff(a)", {"a"}},
       {"diff", "diff(cube, 2, axis=0, prepend=cube[0:1] * 2.0, append=1.5)", {"cube"}},
@@ -988,4 +1014,60 @@ TEST(Autodiff, VjpOfAListValueTakesAListOfCotangents) {
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [&] { eval_string(f + "r[1](list([[1.0, -1.0]], [0.5]))", {}, "l.tsl"); },
       "expected float64 (2,), got float64 (1,)"));
+}
+
+// A gradient inside a differentiated function (second order): the Hessian-vector
+// product of f through grad(f), and of a gradient penalty through grad with respect to
+// the input, against central differences of the first-order gradient.
+TEST(Autodiff, GradientOfAGradientMatchesDifferencesOfTheGradient) {
+  const std::string f =
+      "define(f, w, x, sum(tanh(x @ w) * sigmoid(x @ w) + relu(x @ w) * (x @ w)))\n"
+      "define(gx, w, x, grad(f, 1)(w, x))\n"
+      "define(penalty, w, x, block(define(g, gx(w, x)),\n"
+      "  mean((sqrt(sum(g * g, axis=1)) - 1.0) ** 2)))\n"
+      "define(hvp, w, x, v, sum(grad(f, 0)(w, x) * v))\n"
+      "define(local, w, x, block(define(dfw, grad(f)), sum(dfw(w, x) * dfw(w, x))))\n";
+  Array w = mat({4, 3}, 0.8, -0.1), x = mat({5, 4}, 1.1, 0.3), v = mat({4, 3}, 0.6, 0.2);
+  const double h = 1e-6;
+  auto at = [](const Value& r) { return r.as_array(); };
+  Value hv = Program(f + "grad(hvp)", "h.tsl").run({w, x, v});
+  Program first(f + "grad(f)", "f.tsl");
+  Array plus = w.copy(), minus = w.copy();
+  for (int64_t i = 0; i < w.size(); ++i) {
+    plus.data<double>()[i] += h * v.data<double>()[i];
+    minus.data<double>()[i] -= h * v.data<double>()[i];
+  }
+  Array gp = at(first.run({plus, x})), gm = at(first.run({minus, x}));
+  for (int64_t i = 0; i < w.size(); ++i) {
+    const double want = (gp.data<double>()[i] - gm.data<double>()[i]) / (2 * h);
+    EXPECT_NEAR(at(hv).data<double>()[i], want, 1e-6 * (1 + std::abs(want))) << i;
+  }
+  for (const char* name : {"penalty", "local"}) {
+    SCOPED_TRACE(name);
+    Program value(f + name, "v.tsl");
+    Value g = Program(f + "grad(" + name + ")", "g.tsl").run({w, x});
+    for (int64_t i = 0; i < w.size(); ++i) {
+      Array p = w.copy(), m = w.copy();
+      p.data<double>()[i] += h;
+      m.data<double>()[i] -= h;
+      const double want =
+          (at(value.run({p, x})).get_double(0) - at(value.run({m, x})).get_double(0)) / (2 * h);
+      EXPECT_NEAR(at(g).data<double>()[i], want, 1e-5 * (1 + std::abs(want))) << i;
+    }
+  }
+}
+
+TEST(Autodiff, SecondOrderGradientOfABackwardWithoutRuleIsRefusedByName) {
+  EXPECT_TRUE(throws_with<SyntaxError>(
+      [] {
+        eval_string("define(f, x, norm(x) * sum(x))\n"
+                    "define(h, x, sum(grad(f)(x) * x))\ngrad(h)", {}, "s.tsl");
+      },
+      "[grad] second-order gradient of 'norm_grad' is not supported yet"));
+  EXPECT_TRUE(throws_with<SyntaxError>(
+      [] {
+        eval_string("define(f, x, sum(x * x))\n"
+                    "define(h, x, block(define(p, vjp(f)(x)), p[0]))\ngrad(h)", {}, "s.tsl");
+      },
+      "cannot differentiate through vjp"));
 }

@@ -23,8 +23,8 @@ from ..dtype_policies import layer_dtype, policy_of
 from ..functional import (apply_function, call_builtin, call_layer, claim_path,
                           custom_forward)
 from ..params import Param, value_spec
-from ..symbolic import NAME_COUNTS, next_name, user_location
-from ..variables import Variable, add_loss_now
+from ..symbolic import NAME_COUNTS, keras_dtype, next_name, user_location
+from ..variables import Variable, add_loss_now, is_rewriting
 
 __all__ = ["Context", "Layer", "Param"]
 
@@ -594,17 +594,24 @@ class Layer:
         if any(d < 0 for d in shape):
             raise ValueError(f"[{self.kind}.add_weight] shape must hold non-negative ints, got "
                              f"{shape}")
+        # an unnamed weight is keyed "weight_<k>" inside tessera (stable: weight files and
+        # programs name it so) and named as Keras's, "variable", "variable_1", ... from the
+        # process's count of automatic names
         pname = name or f"weight_{len(self.params)}"
         if any(q.name == pname for q in self.params):
             pname = f"{pname}_{len(self.params)}"
+        if name is None:
+            self.__dict__.setdefault("_auto_weight_names", {})[pname] = next_name("variable")
         fan_in, fan_out = _fans(shape)
         if regularizer is not None:
             regularizer = _regularizer(regularizer, f"{self.kind}.add_weight", "regularizer")
         if initializer is None:
             initializer = "glorot_uniform" if dtype is None or "float" in str(dtype) else "zeros"
         _initializer(initializer, f"{self.kind}.add_weight", "initializer")  # (named errors)
+        dtype = keras_dtype(dtype, f"{self.kind}.add_weight")
+        exact = dtype if dtype is not None and dtype.startswith(("int", "uint", "bool")) else None
         self.params.append(Param(pname, shape, initializer, fan_in, fan_out, bool(trainable),
-                                 regularizer, constraint))
+                                 regularizer, constraint, exact))
         self.params = _keras_weight_order(self.params)
         return self._variable(pname, _float_dtype(dtype or self.dtype))
 
@@ -653,8 +660,9 @@ class Layer:
     def _weight_subpath(self, pname: str) -> str:
         """Where Keras puts the weight `pname` inside this layer: its name, or
         the sublayers' names before it for layers Keras builds of sublayers
-        (MultiHeadAttention's "query/kernel", LSTM's "lstm_cell/kernel")."""
-        return pname
+        (MultiHeadAttention's "query/kernel", LSTM's "lstm_cell/kernel"); an
+        unnamed weight's Keras name ("variable_3")."""
+        return self.__dict__.get("_auto_weight_names", {}).get(pname, pname)
 
     def _variable(self, pname: str, dtype=None):
         """The Variable of parameter `pname` (made once, then the same object)."""
@@ -669,7 +677,8 @@ class Layer:
         inputs and weights, or a number) is summed and added to the training
         loss (and evaluate's), as Keras does; `losses` lists them."""
         add_loss_now(self, loss)
-        self.__dict__.setdefault("_added", []).append(loss)
+        if not is_rewriting():  # (a program written again: the user's latest call's stay)
+            self.__dict__.setdefault("_added", []).append(loss)
 
     @property
     def losses(self) -> list:

@@ -110,9 +110,32 @@ class Normalization(_FloatInput):
             if np.ndim(mean) > len(self.axis):
                 raise ValueError(f"[Normalization] the rank of mean ({np.ndim(mean)}) must be at "
                                  f"most the number of axes, {len(self.axis)} (axis={self.axis})")
-        self.mean, self.variance = mean, variance
+        self.input_mean, self.input_variance = mean, variance  # (Keras's names)
         self.invert = bool(invert)
         self._adapted = None  # (mean, variance, count) from adapt before the layer was built
+
+    @property
+    def mean(self):
+        """Keras's: the mean given, or after adapt (or build) the layer's, in the shape that
+        broadcasts against a batch ((1, 4) for inputs (None, 4))."""
+        return self._statistic(self.input_mean, 0)
+
+    @property
+    def variance(self):
+        return self._statistic(self.input_variance, 1)
+
+    def _statistic(self, given, k):
+        if given is not None:
+            return given
+        if self.built and self.params:
+            value = np.asarray(self.get_weights()[k])
+        elif self._adapted is not None:
+            value = np.asarray(self._adapted[k])
+        else:
+            return None
+        if not self.built:
+            return value.reshape(getattr(self, "_adapted_shape", value.shape))
+        return value.reshape([1] + self._broadcast(self._in_shape))
 
     def _keep(self, rank: int) -> tuple:
         """The kept axes (counting the batch axis), sorted."""
@@ -137,7 +160,7 @@ class Normalization(_FloatInput):
     def compute_output_shape(self, s):
         shape = self._stat_shape(s)
         self.params = []
-        if self.mean is None:
+        if self.input_mean is None:
             adapted = self._adapted
             inits = ("zeros", "ones", "zeros") if adapted is None else \
                 tuple(_Given(v) for v in adapted)
@@ -155,17 +178,17 @@ class Normalization(_FloatInput):
         s = self._in_shape
         bshape = [-1 if d is None else d for d in self._broadcast(s)]
         x = ctx.define("nm_x", self._float(x))
-        if self.mean is None:
+        if self.input_mean is None:
             mean = f"reshape({p['mean']}, {_list([1] + bshape)})"
             var = f"reshape({p['variance']}, {_list([1] + bshape)})"
         else:
             keep = self._keep(len(s) + 1)
             full = [1] * (len(s) + 1)
-            m = np.asarray(self.mean, dtype=np.float64)
+            m = np.asarray(self.input_mean, dtype=np.float64)
             for i in range(1, m.ndim + 1):
                 full[keep[-i]] = m.shape[-i]
             mean = _const(np.broadcast_to(np.reshape(m, full), [1] + bshape), x)
-            var = _const(np.broadcast_to(np.reshape(np.asarray(self.variance, np.float64),
+            var = _const(np.broadcast_to(np.reshape(np.asarray(self.input_variance, np.float64),
                                                     full), [1] + bshape), x)
         std = ctx.define("nm_std", f"maximum(sqrt(astype({var}, dtype_name({x}))), 1e-07)")
         mean = f"astype({mean}, dtype_name({x}))"
@@ -177,7 +200,7 @@ class Normalization(_FloatInput):
         """Keras's adapt: the mean and variance of `data` (an array, a
         tessera Dataset, or an iterable of batches) over the axes not kept,
         combined batch by batch as Keras combines them."""
-        if self.mean is not None:
+        if self.input_mean is not None:
             raise ValueError("[Normalization.adapt] the layer was given mean and variance; "
                              "adapt computes them: make it without them")
         batches = _batches(data, "Normalization.adapt")
@@ -193,6 +216,7 @@ class Normalization(_FloatInput):
                 keep = self._keep(b.ndim)
                 reduce_axes = tuple(a for a in range(b.ndim) if a not in keep)
                 stat_shape = tuple(b.shape[a] for a in keep)
+                self._adapted_shape = [b.shape[a] if a in keep else 1 for a in range(b.ndim)]
                 if self.built and self.params and tuple(self.params[0].shape) != stat_shape:
                     raise ValueError(f"[Normalization.adapt] the layer was built for inputs "
                                      f"{(None,) + tuple(self._in_shape)}; the data's batches "

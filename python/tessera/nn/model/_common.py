@@ -106,13 +106,14 @@ class OutputLoss:
         return float(totals[0] / totals[1]) if totals[1] else 0.0
 
 
-def _from_py_dataset(x, where, steps=None, shuffle_seed=None):
+def _from_py_dataset(x, where, steps=None, shuffle_seed=None, form=None):
     """A keras.utils.PyDataset, or a Python generator or iterator of batches
     (Keras's generator input: `steps` batches an epoch, or until it ends), as a
     tessera Dataset of the batches as given (fit, evaluate and predict read those);
-    shuffle_seed: fit's shuffle of a PyDataset's batch order, as Keras's."""
+    shuffle_seed: fit's shuffle of a PyDataset's batch order, as Keras's; form: the
+    model's flattening of a PyDataset's batches (Model._batch_form), or None."""
     if isinstance(x, PyDataset):
-        return x._to_dataset(where, shuffle_seed)
+        return x._to_dataset(where, shuffle_seed, form)
     if hasattr(x, "__next__") and not isinstance(x, (np.ndarray, _data.Dataset)):
         return iterator_dataset(x, where, steps)
     if _batch_iterable(x):

@@ -34,8 +34,11 @@ def _same_rank_labels(a, out_shape):
     otherwise broadcast to (n, n)); labels with one axis more, of length 1,
     lose it."""
     rank = len(out_shape) + 1
-    if a.ndim == 1 and rank == 2 and out_shape[-1] == 1:
-        return a.reshape(-1, 1)
+    if a.ndim == rank - 1 and rank > 1 and out_shape[-1] == 1 and \
+            tuple(a.shape[1:]) == tuple(out_shape[:-1]):
+        # (n,) labels of a (n, 1) output; (n, 28, 28) images of a (n, 28, 28, 1) one (Keras
+        # squeezes the output instead: the same elementwise terms)
+        return a[..., None]
     if a.ndim == rank + 1 and a.shape[-1] == 1 and rank > 1:
         return a[..., 0]
     return a
@@ -247,8 +250,40 @@ class CompileMixin:
         if c is None or any(l is not None for l in c.losses) or c.has_metrics:
             raise ValueError(f"[{where}] y (the labels) is required with array inputs: the "
                              "compiled loss or metrics read them")
-        ys = [np.zeros((n,) + tuple(t.shape[1:]), np.float32) for t in self._outputs]
+        ys = [np.zeros((n,) + tuple(1 if d is None else d for d in t.shape[1:]), np.float32)
+              for t in self._outputs]
         return ys if len(ys) > 1 else ys[0]
+
+    def _batch_form(self, where):
+        """How fit, evaluate and predict flatten a PyDataset's batch, as Keras's
+        adapters: a list is a tuple, a tuple is (x, y[, sample_weight]); x a dict, list
+        or tuple of the model's inputs gives them in the model's order (captcha_ocr's
+        {"image", "label"} batches), y a dict or list its outputs' labels; a batch of x
+        alone gets placeholder labels in fit and evaluate when no loss or metric reads
+        any (a model trained by add_loss). None before the model is built (its
+        batches taken as given)."""
+        if not self._inputs:
+            return None
+
+        def form(b):
+            if isinstance(b, list):
+                b = tuple(b)
+            parts = list(b) if isinstance(b, tuple) else [b]
+            x = parts[0]
+            xs = self._prepare_x(x, where) if isinstance(x, (dict, list, tuple)) else \
+                [np.asarray(x)]
+            if where == "predict":
+                return xs
+            y = parts[1] if len(parts) > 1 else None
+            if y is None:
+                ys = _as_list(self._no_labels(len(xs[0]), where))
+            elif isinstance(y, (dict, list, tuple)):
+                ys = self._prepare_y(y, len(xs[0]), where)
+            else:
+                ys = [np.asarray(y)]
+            return xs + ys + [np.asarray(w) for w in parts[2:3] if w is not None]
+
+        return form
 
     def _prepare_x(self, x, where: str) -> list:
         if x is None:
@@ -304,9 +339,10 @@ class CompileMixin:
             out.append(a)
         n = len(out[0])
         for k, a in enumerate(out):
-            if len(a) != n:
+            if len(a) != n and not self.__dict__.get("_one_batch"):
                 raise ValueError(f"[{where}] the inputs have different numbers of samples: "
-                                 f"{[len(b) for b in out]}")
+                                 f"{[len(b) for b in out]} (every input needs one row per "
+                                 "sample, as Keras's 'data cardinality')")
         return out
 
     def _prepare_y(self, y, n: int, where: str) -> list:
@@ -340,8 +376,7 @@ class CompileMixin:
                                        loss)
             elif loss is not None and not isinstance(loss, _losses.FunctionLoss) and \
                     getattr(loss, "labels_like_output", True):
-                if a.ndim == 1 and out_shape == (1,):
-                    a = a.reshape(-1, 1)
+                a = _same_rank_labels(a, out_shape)
                 if a.ndim == len(out_shape) + 1 and tuple(a.shape[1:]) != out_shape and \
                         loss.labels_broadcast and not loss._is_custom() and \
                         _broadcasts_to(a.shape[1:], out_shape):

@@ -26,6 +26,7 @@ from ..dtype_policies import computed_name, global_policy
 from ..functional import call_layer, clone_graph, graph_layers
 from ..layers import InputLayer, Layer
 from ..layers.base import _auto_name, _with_batch
+from ..random import default_seed
 from ..params import DeferredValues, initial_value, value_spec
 from ..programs import ProgramsMixin
 from ..registry import is_model
@@ -103,7 +104,7 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
 
     kind = "Model"
 
-    def __init__(self, inputs=None, outputs=None, name: Optional[str] = None, seed: int = 0,
+    def __init__(self, inputs=None, outputs=None, name: Optional[str] = None, seed=None,
                  dtype=None, trainable: bool = True, **kwargs):
         if name is None and type(self) is Model:
             name = _auto_name("Functional")  # Keras 3's name of Model(inputs, outputs)
@@ -113,7 +114,9 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         if dtype not in ("float32", "float64"):
             raise ValueError(f"[{self.kind}] dtype must be 'float32' or 'float64', got {dtype!r}")
         self.dtype = dtype
-        self.seed = seed
+        # None: 0, or after utils.set_random_seed the global stream's next (so the global
+        # seed varies the initial weights, as Keras's)
+        self.seed = default_seed() if seed is None else seed
         self._layers: list = []  # the layers that compute (no InputLayer)
         self._input_layers: list = []  # a functional model's, as Keras lists them
         self._inputs: list = []
@@ -211,7 +214,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         self._inputs, self._outputs = ins, outs
         self._multi_in = isinstance(inputs, (list, tuple))
         self._multi_out = isinstance(outputs, (list, tuple))
-        leaves, top = graph_layers(outs)
+        order = {}  # (minus depth, walk index) of each layer and ("in", id) of each Input
+        leaves, top = graph_layers(outs, keys=order)
         # a subclassed model's own weights (add_weight in its build: the perceiver's latent
         # array) are its first, as Keras lists them
         self._layers = [l for l in leaves if l is not self or l.params]
@@ -230,6 +234,12 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         for t, layer in zip(given, self._input_layers):
             t.name = layer.name  # an unnamed Input takes its layer's ("input_layer_3"), as
             #                      Keras's do, so a saved config rebuilds the same names
+        # Keras lists a functional model's InputLayers among its layers by depth, as the
+        # others (an Input read only near the outputs, captcha_ocr's labels, comes late)
+        self.__dict__["_layer_keys"] = {id(layer): order.get(("in", t.id), (-(1 << 30), 0))
+                                        for t, layer in zip(given, self._input_layers)}
+        self.__dict__["_layer_keys"].update({id(l): order[id(l)] for l in self._top_layers
+                                             if id(l) in order})
         self._check_reachable()
         self._assign_vars()
         self._create_values()
@@ -494,7 +504,12 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         InputLayers first, then the layers in the order they compute
         (a Sequential's without its InputLayer)."""
         top = self.__dict__.get("_top_layers")
-        return self._input_layers + (self._layers if top is None else top)
+        if top is None:
+            return self._input_layers + self._layers
+        keys = self.__dict__.get("_layer_keys") or {}
+        if all(id(l) in keys for l in self._input_layers + top):  # (stable: ties as listed)
+            return sorted(self._input_layers + top, key=lambda l: keys[id(l)])
+        return self._input_layers + top
 
     @layers.setter
     def layers(self, layers) -> None:
@@ -523,6 +538,27 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
                 return layer
         raise ValueError(f"[get_layer] no layer named {name!r}; layers: "
                          f"{[l.name for l in self.layers]}")
+
+    @property
+    def output_names(self) -> list:
+        """Keras's, of a functional model: the names of the layers making its outputs (a
+        dict's too, by layer, not key); Sequential and subclassed models have none."""
+        if "_output_names_set" in self.__dict__:
+            return self.__dict__["_output_names_set"]
+        if not self._functional:
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute "
+                                 "'output_names' (Keras's functional models have it)")
+        names = []
+        for t in self._outputs:
+            node = t.args[0] if t.op == "item" else t
+            names.append(node.args[0].name if node.op in ("layer", "input") and node.args
+                         and hasattr(node.args[0], "name") else
+                         t.name or getattr(t, "fn", None) or t.op)  # (an op's: "add")
+        return names
+
+    @output_names.setter
+    def output_names(self, value):
+        self.__dict__["_output_names_set"] = list(value)
 
     def summary(self, line_length=None, positions=None, print_fn=None, expand_nested=False,
                 show_trainable=False, layer_range=None):
@@ -600,10 +636,18 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
                 c = counts[v in trainable]
                 c[0] += n
                 c[1] += n * np.dtype(dtype).itemsize
-        total = [counts[True][k] + counts[False][k] for k in range(2)]
-        for what, (n, size) in (("Total", total), ("Trainable", counts[True]),
-                                ("Non-trainable", counts[False])):
-            print_fn(f"{what} params: {n:,} ({_readable_bytes(size)})")
+        # Keras's optimizer params, once fit built the optimizer: its state, its iteration
+        # count and its learning rate (4 bytes each, as Keras-on-JAX's variables)
+        state = self._opt_state if self._compiled is not None else None
+        opt = [2, 8] if state is not None else None
+        for a in (state or {}).values():
+            if a is not None:
+                opt[0] += int(np.size(a))
+                opt[1] += int(np.size(a)) * np.asarray(a).dtype.itemsize
+        total = [counts[True][k] + counts[False][k] + (opt[k] if opt else 0) for k in range(2)]
+        lines = [("Total", total), ("Trainable", counts[True]), ("Non-trainable", counts[False])]
+        for what, (n, size) in lines + ([("Optimizer", opt)] if opt else []):
+            print_fn(f" {what} params: {n:,} ({_readable_bytes(size)})")
 
     def get_weights(self) -> list:
         """The weights as a list of NumPy arrays (copies), layer by layer in

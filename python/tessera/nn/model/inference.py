@@ -82,7 +82,7 @@ class InferenceMixin:
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
         steps = capped_steps(steps)
-        x = _from_py_dataset(x, "evaluate", steps)
+        x = _from_py_dataset(x, "evaluate", steps, form=self._batch_form("evaluate"))
         if isinstance(x, _data.Dataset):
             ds = x
             self.__dict__["_labels_given"] = True
@@ -156,7 +156,7 @@ class InferenceMixin:
                             verbose == "auto" and sys.stdout.isatty()):
             print("evaluate: " + " - ".join(f"{k} {_fmt(v)}" for k, v in result.items()))
         if return_dict:
-            return result
+            return dict(sorted(result.items()))  # (Keras's pythonify_logs sorts them)
         return self._flatten_logs_in_order(result)
 
     def _inference_seed(self) -> int:
@@ -271,7 +271,7 @@ class InferenceMixin:
         and on_predict_end are called, as Keras calls them. Stateful layers
         carry their states from batch to batch (_stateful_predict)."""
         steps = capped_steps(steps)
-        x = _from_py_dataset(x, "predict", steps)
+        x = _from_py_dataset(x, "predict", steps, form=self._batch_form("predict"))
         if overrides_predict_step(self):
             return self._predict_with_step(x, batch_size, verbose, steps, callbacks)
         stateful = carried(self._layers) and not self.__dict__.get("_carries_states")
@@ -475,7 +475,7 @@ class InferenceMixin:
     def _batch_logs(self, logs: dict, return_dict: bool):
         logs = {k: float(v) for k, v in logs.items()}
         if return_dict:
-            return logs
+            return dict(sorted(logs.items()))  # (Keras's pythonify_logs sorts them)
         return self._flatten_logs_in_order(logs)
 
 

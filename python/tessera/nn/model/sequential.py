@@ -23,7 +23,7 @@ class Sequential(Model):
 
     kind = "Sequential"
 
-    def __init__(self, layers: Sequence[Layer] = (), input_shape=None, seed: int = 0,
+    def __init__(self, layers: Sequence[Layer] = (), input_shape=None, seed=None,
                  dtype=None, name: Optional[str] = None, trainable: bool = True):
         super().__init__(name=name, seed=seed, dtype=dtype, trainable=trainable)
         self._stack: list = []

@@ -25,6 +25,7 @@ from ..given_batches import GivenBatches
 from ..training_state import apply_training_state, load_training_state
 from ..step_overrides import refuse_split, step_trace_for
 from ..tape_steps import fit_tape_steps, uses_tape_steps
+from ..random import default_seed
 from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
@@ -40,7 +41,7 @@ class TrainingMixin:
             callbacks=None, validation_split: float = 0.0, validation_data=None,
             shuffle: bool = True, class_weight=None, sample_weight=None, initial_epoch: int = 0,
             steps_per_epoch=None, validation_steps=None, validation_batch_size=None,
-            validation_freq: int = 1, seed: int = 0, nan_policy: str = "stop",
+            validation_freq: int = 1, seed=None, nan_policy: str = "stop",
             data_parallel=None, deterministic=False, resume_from=None, check_inputs=True,
             checkpoint_dir=None, checkpoint_every="epoch", keep_checkpoints=3, zero=None,
             pipeline_split=None, microbatches=None, pipeline_schedule="1f1b"):
@@ -91,6 +92,9 @@ class TrainingMixin:
         "Pipeline parallelism"."""
         if self._compiled is None:
             raise RuntimeError("[fit] call model.compile(optimizer, loss, metrics) first")
+        # None: 0, or after utils.set_random_seed the global stream's next (the shuffles and
+        # dropout draws follow the global seed, as Keras's)
+        seed = default_seed() if seed is None else seed
         if uses_tape_steps(self):  # a GAN's train_step: sub-models, tapes, optimizers
             return fit_tape_steps(
                 self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
@@ -113,9 +117,10 @@ class TrainingMixin:
         epochs, steps_per_epoch = capped_epochs(epochs), capped_steps(steps_per_epoch)
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
-        x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None)
+        x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None,
+                             self._batch_form("fit"))
         if validation_data is not None:
-            validation_data = _from_py_dataset(validation_data, "fit")
+            validation_data = _from_py_dataset(validation_data, "fit", form=self._batch_form("fit"))
         is_ds = isinstance(x, _data.Dataset)
         if is_ds:
             if y is not None or sample_weight is not None or class_weight is not None:
@@ -286,7 +291,7 @@ class TrainingMixin:
         for past in (state or {}).get("history") or []:  # the epochs a resumed run did
             history._add(past["epoch"], dict(past["logs"]))
         cbs = _cb.CallbackList(callbacks, history=history, model=self,
-                               params={"epochs": epochs, "steps": steps, "verbose": verbose})
+                               params={"verbose": verbose, "epochs": epochs, "steps": steps})
         if any(isinstance(c, _cb.ProgbarLogger) for c in cbs.callbacks):
             verbose = 0  # the user's ProgbarLogger prints instead, as in Keras
         self.stop_training = False

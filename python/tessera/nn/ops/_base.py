@@ -144,3 +144,59 @@ def static_or_symbolic_shape(x) -> tuple:
         return tuple(s)
     whole = prim("shape", x)
     return tuple(d if d is not None else whole[i] for i, d in enumerate(s))
+
+
+# Keras's type promotion lattice (JAX's): each dtype and the dtypes just above it; "int" and
+# "float" are Python's weakly typed numbers. The least upper bound of the operands' places is
+# the result. Unlike Keras on JAX, 64-bit results stay 64-bit (tessera holds int64 and
+# float64; Keras narrows them to 32 bits).
+_LATTICE_UP = {
+    "bool": ("int",), "uint8": ("int16", "uint16"), "uint16": ("int32", "uint32"),
+    "uint32": ("int64", "uint64"), "uint64": ("float",), "int": ("uint8", "int8", "complex64"),
+    "int8": ("int16",), "int16": ("int32",), "int32": ("int64",), "int64": ("float",),
+    "float": ("bfloat16", "float16"), "bfloat16": ("float32",), "float16": ("float32",),
+    "float32": ("float64", "complex64"), "float64": ("complex128",),
+    "complex64": ("complex128",), "complex128": (),
+}
+
+
+def _above(dtype: str) -> set:
+    seen, stack = set(), [dtype]
+    while stack:
+        d = stack.pop()
+        if d not in seen:
+            seen.add(d)
+            stack.extend(_LATTICE_UP[d])
+    return seen
+
+
+_ABOVE = {d: _above(d) for d in _LATTICE_UP}
+
+
+def keras_result_type(*operands) -> str:
+    """The dtype Keras's ops give for these operands (tensors, arrays, Python numbers):
+    int32 + 1.5 and int32 + float32 are float32, bool + 1 is int32, as keras.backend.
+    result_type; Python numbers alone are int32 or the float dtype."""
+    places = set()
+    for x in operands:
+        if isinstance(x, bool):
+            places.add("bool")
+        elif isinstance(x, numbers.Integral) and not isinstance(x, np.generic):
+            places.add("int")
+        elif isinstance(x, numbers.Real) and not isinstance(x, np.generic):
+            places.add("float")
+        else:
+            d = dtype_of(x)
+            places.add(d if d in _LATTICE_UP else np.dtype(d).name)
+    return lattice_bound(places)
+
+
+def lattice_bound(places) -> str:
+    """The least upper bound of dtype names ("int" and "float": Python's weak numbers) on
+    Keras's lattice, a weak result as Keras resolves it (int32, the float dtype)."""
+    unknown = [p for p in places if p not in _LATTICE_UP]
+    if unknown:
+        raise ValueError(f"[result_type] not a dtype Keras promotes: {unknown[0]!r}")
+    common = set.intersection(*(_ABOVE[p] for p in places))
+    lub = next(d for d in common if _ABOVE[d] >= common)  # the one below all the others
+    return {"int": "int32", "float": FLOATX}.get(lub, lub)

@@ -502,20 +502,25 @@ def ctc_loss(target, output, target_length, output_length, mask_index=0):
     output = floating(output)
     tl, ol = cast(tensor(target_length), "int32"), cast(tensor(output_length), "int32")
     ts, os_ = shape_of(target), shape_of(output)
-    if len(ts) != 2 or len(os_) != 3 or os_[1] is None or ts[1] is None:
+    if len(ts) != 2 or len(os_) != 3 or os_[1] is None:
         raise ValueError(f"[ops.ctc_loss] target must be (batch, labels) and output (batch, "
-                         f"time, classes) with known lengths, got {ts} and {os_} "
-                         f"(at {user_location()})")
-    steps, classes, s = os_[1], os_[2], ts[1]
+                         f"time, classes) with a known number of time steps, got {ts} and "
+                         f"{os_} (at {user_location()})")
+    steps, classes = os_[1], os_[2]
     logp = log_softmax(output)
     blanks = knp.add(knp.zeros_like(target), mask_index)
-    ext = knp.reshape(knp.stack([blanks, target], axis=-1), (-1, 2 * s))
-    ext = knp.concatenate([ext, blanks[:, :1]], axis=-1)  # (batch, 2S + 1)
+    # (batch, 2S + 1): blank, label, blank, ..., label, blank; written with the labels'
+    # length unknown too (captcha_ocr's Input((None,)) of labels: each length met is
+    # written again with its own, varlen.py)
+    ext = knp.reshape(knp.stack([blanks, target], axis=-1),
+                      (static_or_symbolic_shape(target)[0], -1))
+    ext = knp.concatenate([ext, blanks[:, :1]], axis=-1)
     emit = knp.einsum("btk,blk->btl", logp, one_hot(ext, classes, dtype=dtype_of(logp)))
     prev2 = knp.concatenate([knp.subtract(knp.zeros_like(ext[:, :2]), 1), ext[:, :-2]], axis=-1)
     skip = knp.logical_and(knp.not_equal(ext, mask_index), knp.not_equal(ext, prev2))
-    width = 2 * s + 1
-    start = np.where(np.arange(width) < 2, 0.0, _LOG_EPSILON).astype(dtype_of(logp))
+    first = emit[:, 0, :]
+    start = knp.concatenate([knp.zeros_like(first[:, :2]),
+                             knp.add(knp.zeros_like(first[:, 2:]), _LOG_EPSILON)], axis=-1)
     alpha = knp.add(emit[:, 0, :], start)
     neg1 = knp.add(knp.zeros_like(alpha[:, :1]), _LOG_EPSILON)
     for t in range(1, steps):

@@ -10,8 +10,8 @@ import math
 import numpy as np
 
 from ..symbolic import KerasTensor
-from ._base import (FLOATX, cast, check_axis, dtype_of, eager_only, floating, prim, shape_of,
-                    tensor)
+from ._base import (FLOATX, cast, check_axis, dtype_of, eager_only, floating, keras_result_type,
+                    prim, shape_of, tensor)
 
 __all__: list = []
 
@@ -74,6 +74,9 @@ _BINARY = {
     "bitwise_right_shift": "right_shift",
 }
 _FLOAT_BINARY = {"divide", "true_divide", "arctan2", "hypot"}
+# the arithmetic ones, whose result has Keras's promoted dtype (keras_result_type)
+_PROMOTED = {"add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "mod",
+             "power", "maximum", "minimum", "fmax", "fmin", "arctan2", "hypot", "copysign"}
 
 
 def _binary_operand(x):
@@ -98,6 +101,12 @@ def _binary(name, p):
             a, b = (floating(v) if not isinstance(v, (int, float)) else v for v in (a, b))
         if name == "fmod":  # C's fmod: the remainder with the dividend's sign
             return subtract(a, multiply(trunc(divide(a, b)), b))
+        if name in _PROMOTED:
+            # Keras's promotion, not NumPy's: int32 + 1.5 and int32 + float32 are float32,
+            # bool + 1 is int32 (the tensors cast to it; Python numbers stay weak)
+            want = keras_result_type(a, b)
+            a, b = (v if isinstance(v, (int, float)) or dtype_of(v) == want else cast(v, want)
+                    for v in (a, b))
         return prim(p, a, b)
 
     op.__name__ = op.__qualname__ = name
