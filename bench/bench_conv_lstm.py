@@ -25,23 +25,9 @@ import argparse
 import os
 import sys
 
-os.environ.setdefault("KERAS_BACKEND", "jax")
-os.environ.setdefault("TESSERA_CACHE_DIR", "0")  # tessera's first step cold, as XLA's
+import keras_jax_setup  # noqa: E402 - bench/
 
-
-def _threads_arg() -> int:
-    """--threads N (read before JAX is imported: XLA's thread pool is fixed then)."""
-    for k, a in enumerate(sys.argv):
-        if a == "--threads" and k + 1 < len(sys.argv):
-            return int(sys.argv[k + 1])
-        if a.startswith("--threads="):
-            return int(a.split("=", 1)[1])
-    return 1
-
-
-if _threads_arg() == 1:  # XLA on one thread too (its default is one per core)
-    os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false "
-                                       "intra_op_parallelism_threads=1")
+keras_jax_setup.setup()
 
 import numpy as np  # noqa: E402
 

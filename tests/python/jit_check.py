@@ -4,6 +4,7 @@ and as plain NumPy, and compare type, shape, dtype and values."""
 import copy
 import hashlib
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -191,3 +192,19 @@ for threads in (1, 2):
         except Exception as e:
             print(f.__name__, type(e).__name__, str(e), repr(a))
 """
+
+
+# The environments of the three paths a jit function's loops can take.
+PATHS = {"native": {"TESSERA_FAST_LOOPS": "debug", "TESSERA_NATIVE": "1"},
+         "interpreter": {"TESSERA_FAST_LOOPS": "1", "TESSERA_NATIVE": "0"},
+         "general": {"TESSERA_FAST_LOOPS": "0"}}
+
+
+def run_json_on_every_path(template: str) -> dict:
+    """{path: (the JSON the script printed, its stderr)} for run_script(template) with
+    native code, the loop interpreter and the general evaluation (PATHS)."""
+    out = {}
+    for mode, env in PATHS.items():
+        stdout, stderr = run_script(template, **env)
+        out[mode] = (json.loads(stdout), stderr)
+    return out

@@ -16,14 +16,13 @@ bench_numpy_kernels.py as its "published" category; run here at their quick size
 """
 
 import copy
-import json
 import math
 import os
 import sys
 
 import numpy as np
 import pytest
-from jit_check import assert_same, check, run_script
+from jit_check import assert_same, check, run_json_on_every_path
 
 import tessera
 from tessera import _core
@@ -430,15 +429,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def runs():
-    out = {}
-    for mode, env in {
-        "native": {"TESSERA_FAST_LOOPS": "debug", "TESSERA_NATIVE": "1"},
-        "interpreter": {"TESSERA_FAST_LOOPS": "1", "TESSERA_NATIVE": "0"},
-        "general": {"TESSERA_FAST_LOOPS": "0"},
-    }.items():
-        stdout, stderr = run_script(_SCRIPT, **env)
-        out[mode] = (json.loads(stdout), stderr)
-    return out
+    return run_json_on_every_path(_SCRIPT)
 
 
 def test_the_same_on_every_path(runs):

@@ -14,13 +14,12 @@ by test_jit_published_kernels.py's test_published_kernel_agrees_with_numpy).
 """
 
 import copy
-import json
 import os
 import sys
 
 import numpy as np
 import pytest
-from jit_check import check, run_script
+from jit_check import check, run_json_on_every_path
 
 import tessera
 from tessera import _core
@@ -261,15 +260,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def runs():
-    out = {}
-    for mode, env in {
-        "native": {"TESSERA_FAST_LOOPS": "debug", "TESSERA_NATIVE": "1"},
-        "interpreter": {"TESSERA_FAST_LOOPS": "1", "TESSERA_NATIVE": "0"},
-        "general": {"TESSERA_FAST_LOOPS": "0"},
-    }.items():
-        stdout, stderr = run_script(_SCRIPT, **env)
-        out[mode] = (json.loads(stdout), stderr)
-    return out
+    return run_json_on_every_path(_SCRIPT)
 
 
 def test_the_same_on_every_path(runs):

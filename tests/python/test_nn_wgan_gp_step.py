@@ -10,6 +10,7 @@ import pytest
 
 import tessera.data
 import tessera.nn as tn
+from test_nn_gan_train_step import _Batches  # the same per-batch logs recorder
 
 LATENT = 4
 SHAPE = (6, 6, 1)
@@ -148,15 +149,6 @@ def _keras_steps(keras, cw, gw, batches, lr, d_steps, kind):
     for v, value in zip(g.trainable_variables + g.non_trainable_variables, gv + gnt):
         v.assign(value)
     return logs, [np.asarray(v) for v in cv], [np.asarray(w) for w in g.get_weights()]
-
-
-class _Batches(tn.callbacks.Callback):
-    def __init__(self):
-        super().__init__()
-        self.logs = []
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.logs.append(dict(logs))
 
 
 @pytest.mark.parametrize("kind, d_steps", [("adam_eps", 1), ("adam_eps", 3), ("sgd", 3)])
