@@ -175,19 +175,7 @@ def main():
         gan.fit(ds, epochs=1, verbose=0)
 
     k_epoch = keras_epoch_fn(keras, kd, kg, batches)
-    first = {"tessera": fair.first_call(t_epoch, "tessera's first epoch"),
-             "keras-jax": fair.first_call(k_epoch, "Keras-JAX's first epoch")}
-    times = fair.interleave({"tessera": t_epoch, "keras-jax": k_epoch}, args.rounds, warmup=1)
-    print(f"load average at end: {fair.load_average()}")
-    print("| side | first epoch (trace, compile) s | epoch s (median, range) | per step ms |")
-    print("| --- | --- | --- | --- |")
-    label = {"tessera": f"tessera fit ({args.threads} thread(s))",
-             "keras-jax": f"Keras-JAX, one jax.jit stateless step (XLA {args.threads} thread(s))"}
-    for name in ("tessera", "keras-jax"):
-        ts = times[name]
-        print(f"| {label[name]} | {first[name]:.2f} | {fair.med(ts):.3f} ({fair.spread(ts)}) | "
-              f"{1000 * fair.med(ts) / args.batches:.1f} |")
-    print(f"tessera/Keras-JAX = {fair.med(times['tessera']) / fair.med(times['keras-jax']):.2f}")
+    keras_jax_setup.race_epochs(t_epoch, k_epoch, args)
 
 
 if __name__ == "__main__":
