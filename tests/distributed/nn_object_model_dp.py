@@ -56,6 +56,9 @@ def model(extra=None):
 
 
 def train(data_parallel):
+    # The same initial weights for both runs: unseeded initializers draw from
+    # the global seed's stream, which moves on with each model (as Keras's).
+    nn.utils.set_random_seed(0)
     m, lin = model()
     m.fit(x, y, batch_size=32, epochs=2, seed=1, verbose=0, data_parallel=data_parallel)
     return m, lin

@@ -27,8 +27,18 @@ def _seeded_run(lib, seed):
     init = np.asarray(lib.initializers.GlorotUniform()((3, 3)))
     draw = np.asarray(lib.random.normal((3,), seed=lib.random.SeedGenerator()))
     drop = np.asarray(lib.layers.Dropout(0.5)(np.ones((1, 16), "float32"), training=True))
+
+    class Linear(lib.layers.Layer):  # a user's layer: add_weight with an unseeded initializer
+        def build(self, input_shape):
+            self.w = self.add_weight(shape=(input_shape[-1], 2), initializer="random_normal")
+
+        def call(self, inputs):
+            return lib.ops.matmul(inputs, self.w)
+
+    inp = lib.Input((4,))
+    user = np.array(lib.Model(inp, Linear()(inp)).get_weights()[0])
     return {"weights": w0[0], "losses": np.array(h.history["loss"]), "initializer": init,
-            "seed_generator": draw, "dropout": drop}
+            "seed_generator": draw, "dropout": drop, "user_weight": user}
 
 
 def _same(a, b):
@@ -36,7 +46,7 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("part", ["weights", "losses", "initializer", "seed_generator",
-                                  "dropout"])
+                                  "dropout", "user_weight"])
 def test_set_random_seed_repeats_and_varies_as_keras(keras, part):
     for lib in (keras, tn):
         a, b, c = _seeded_run(lib, 1), _seeded_run(lib, 1), _seeded_run(lib, 2)

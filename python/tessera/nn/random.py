@@ -12,7 +12,7 @@ from .. import _core
 from . import ops as _ops  # (at call time: ops.image imports this module)
 from .ops._base import FLOATX, eager_value, is_symbolic
 from .symbolic import STEP_SEED, _dtype_name, _record, user_location
-from .variables import is_tracing
+from .variables import is_tracing, reseed_variables
 
 __all__ = ["SeedGenerator", "beta", "binomial", "categorical", "dropout", "gamma", "normal",
            "randint", "shuffle", "truncated_normal", "uniform"]
@@ -57,6 +57,7 @@ def reseed_global(seed: int) -> None:
     training-mode calls of random layers repeat after it."""
     _GLOBAL.seed, _GLOBAL._count = int(seed), 0
     _GLOBAL_SEEDED[0] = True
+    reseed_variables(int(seed))
 
 
 def forget_global_seed() -> None:
@@ -64,6 +65,7 @@ def forget_global_seed() -> None:
     stream; models and fit calls without a seed take 0 again): for tests."""
     _GLOBAL.seed, _GLOBAL._count = int(np.random.SeedSequence().generate_state(1)[0]), 0
     _GLOBAL_SEEDED[0] = False
+    reseed_variables(None)
 
 
 def default_seed() -> int:

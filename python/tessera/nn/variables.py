@@ -45,6 +45,14 @@ _PROGRAM_LOSSES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_pro
 _seeds = itertools.count(7919)
 
 
+def reseed_variables(seed) -> None:
+    """The seeds of unseeded Variables' and add_weight's draws start again: from `seed`'s own
+    sequence (utils.set_random_seed: the same global seed draws the same initial weights, as
+    Keras's), or the process's default one (None)."""
+    global _seeds
+    _seeds = itertools.count(7919 if seed is None else 7919 + 1_000_003 * (seed % 1_000_000 + 1))
+
+
 @contextlib.contextmanager
 def collecting_program_losses():
     """Within: the written expressions of losses layers add (add_loss)."""
