@@ -9,8 +9,17 @@ import pytest
 import tessera
 
 jax = pytest.importorskip("jax")
-jax.config.update("jax_enable_x64", True)
 jnp = jax.numpy
+
+
+@pytest.fixture(autouse=True)
+def _jax_float64():
+    """JAX in float64 for these comparisons only: the setting is process-wide, and the
+    Keras-on-JAX oracles of the other tests (same worker) expect JAX's default 32 bits."""
+    before = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", before)
 
 
 def fd_of_grad(grad_fn, x, v, h=1e-5):

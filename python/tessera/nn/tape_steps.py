@@ -256,6 +256,7 @@ class _Writer:
         self.training = "false"
         self.prefix = prefix
         self.stats: list = []  # (outermost node id, layer, batch statistics' name)
+        self.reads: list = []  # (outermost node id, layer, where): inference-mode calls
         self.sources = sources  # {key: name}: a phase's differentiated weights
         self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix,
                               param_at=self.param_at)
@@ -326,6 +327,8 @@ class _Writer:
                     "moving statistics are not updated there yet (call it without "
                     f"training=True there) (at {t.where})")
             self.stats += [(self.time, bn, st) for bn, st in ctx.stats]
+            if not ctx.stats and any(q.name == "moving_mean" for q in layer.params):
+                self.reads.append((self.time, layer, t.where))  # reads the moving statistics
             return out
         finally:
             self.training = held
@@ -575,6 +578,15 @@ class TapeStepProgram:
     def _new_stats(self, w) -> list:
         """The (layer, statistics) of the BatchNormalization calls with training=True that
         writer `w` wrote and no writer before it (a node written twice moves once)."""
+        for node, layer, where in w.reads:
+            # Keras reads the statistics a training-mode call of the same step moved; the
+            # writer's statistics move when its phase ends: refused rather than read the old
+            if any(bn is layer and trained < node for trained, bn, _ in w.stats):
+                raise NotImplementedError(
+                    f"[fit] layer {layer.name!r} ({layer.kind}) is called in inference mode "
+                    "after a call in training mode in the same GradientTape's loss: Keras would "
+                    "read the moving statistics that call updated, which tessera's traced step "
+                    f"does not yet (call it with training=True both times) (at {where})")
         out = []
         for node, bn, st in w.stats:
             if (node, id(bn)) not in self.moved:
