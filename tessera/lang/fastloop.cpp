@@ -1011,7 +1011,7 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   Reg x = eval(n.kids[0], st);
   Reg v = eval(n.kids[1], st);
   const size_t nidx = n.kids.size() - 2;
-  if (x.k == Reg::Obj) return dict_setitem(n, x, v, st);
+  if (x.k == Reg::Obj) return object_setitem(n, x, v, st);
   if (x.k != Reg::Arr || !v.scalar() || !element_index(n, st, x)) {
     // Slices, masks, array values: setitem itself, after a snapshot.
     if (x.k != Reg::Arr || v.k == Reg::Undef) throw BAIL;
@@ -1098,17 +1098,48 @@ bool FastLoop::Impl::element_index(const FNode& n, const State& st, const Reg& x
   return true;
 }
 
-Reg FastLoop::Impl::dict_setitem(const FNode& n, const Reg& x, const Reg& v, State& st) const {
+Reg FastLoop::Impl::object_setitem(const FNode& n, const Reg& x, const Reg& v,
+                                   State& st) const {
   const auto o = static_cast<size_t>(x.a);
-  if (!n.in_place || n.kids.size() != 3 || v.k == Reg::Undef || !st.objects[o].is_dict())
+  const bool is_list = st.objects[o].is_list() && !st.objects[o].is_tuple();
+  if (!n.in_place || n.kids.size() != 3 || v.k == Reg::Undef ||
+      !(is_list || st.objects[o].is_dict()))
     throw BAIL;
-  // Another register holding the same dict would see the change (Python's
+  // Another register holding the same object would see the change (Python's
   // aliasing): left to the general path.
   for (size_t r = 0; r < st.regs.size(); ++r) {
     if (static_cast<int>(r) != n.kids[0].reg && st.regs[r].k == Reg::Obj && st.regs[r].a == x.a)
       throw BAIL;
   }
   const Reg k = eval(n.kids[2], st);
+  if (is_list) {
+    if (!k.int_payload()) throw BAIL;
+    Value item = to_value(v, st);
+    Value& held = st.objects[o];
+    const auto len = static_cast<int64_t>(held.as_list().size());
+    const int64_t j = k.i < 0 ? k.i + len : k.i;
+    if (j < 0 || j >= len) throw BAIL;  // the general path's IndexError
+    const bool fresh = st.object_epoch[o] == st.epoch && held.unique_list();
+    if (!fresh && std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(), x.a) ==
+                      st.snapshot_lists.end()) {
+      // Its whole value now goes back on a roll-back (after the appends'
+      // cut, newest first: the items written since are undone too).
+      st.list_undo.push_back({x.a, -2, held});
+      st.snapshot_lists.push_back(x.a);
+      if (st.object_logged[o] != st.epoch) {
+        st.object_logged[o] = st.epoch;
+        st.logged_objects.push_back(x.a);
+      }
+    }
+    List* items = held.unique_list();
+    if (!items) {
+      held = Value(List(held.as_list()));
+      items = held.unique_list();
+    }
+    (*items)[static_cast<size_t>(j)] = std::move(item);
+    ++st.inline_ops;
+    return x;
+  }
   if (!k.scalar() && !(k.k == Reg::Obj && st.objects[static_cast<size_t>(k.a)].is_string()))
     throw BAIL;
   Value key;
@@ -1913,6 +1944,8 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     st.logged_objects.clear();
     st.snapshots.clear();
     st.snapshot_elements = 0;
+    st.own_dicts.clear();
+    st.snapshot_lists.clear();
     st.draws = 0;
     st.stream_at_checkpoint = random_stream_position();
     objects_before = st.objects.size();
