@@ -236,7 +236,7 @@ def create_ssvepformer(input_shape, fs, resolution, fq_band, n_channels, n_class
 
 
 BATCH_SIZE = 32  # 128 there
-EPOCHS = 6  # 100 there
+EPOCHS = 4  # 100 there
 LR = 0.01  # 0.001 there, over 100 epochs
 WD = 0.001
 MOMENTUM = 0.9
