@@ -337,3 +337,28 @@ def test_ssvepformer_layers_with_channels_first_are_kerass(keras):
     finally:
         tn.config.set_image_data_format(before[0])
         keras.config.set_image_data_format(before[1])
+
+
+# ------------------- lstm_vs_cnn_timeseries_classification: EarlyStopping(restore_best_weights)
+def test_early_stopping_restores_the_best_weights_at_the_end_of_fit_as_keras(keras):
+    """EarlyStopping(patience=20, restore_best_weights=True) on a fit that runs all its
+    epochs: Keras puts back the best epoch's weights when training ends; tessera restored
+    them only when it stopped early, so the model kept the last epoch's (the example's
+    best checkpoint and its model then differed). A learning rate that overshoots makes
+    val_loss rise after its best; the weights after fit are Keras's."""
+    x = RNG.normal(size=(40, 5)).astype("float32")
+    y = (x @ RNG.normal(size=(5, 1))).astype("float32")
+    tm = tn.Sequential([tn.Input((5,)), tn.layers.Dense(1)])
+    km = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])
+    _same_weights(tm, km)
+    hs = []
+    for m, lib in ((tm, tn), (km, keras)):
+        m.compile(optimizer=lib.optimizers.SGD(0.9), loss="mse")
+        stop = lib.callbacks.EarlyStopping(patience=20, restore_best_weights=True)
+        hs.append(m.fit(x, y, batch_size=8, epochs=4, shuffle=False, validation_split=0.25,
+                        callbacks=[stop], verbose=0).history["val_loss"])
+    np.testing.assert_allclose(hs[0], hs[1], rtol=1e-4)
+    assert int(np.argmin(hs[1])) < 3  # the best epoch is not the last
+    _close_weights(tm, km)
+    best = min(hs[0])
+    np.testing.assert_allclose(tm.evaluate(x[30:], y[30:], verbose=0), best, rtol=1e-4)
