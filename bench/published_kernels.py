@@ -591,6 +591,129 @@ def rgb_to_hsv(img):
     return out
 
 
+# A third round (issue 31): Project Euler's coin sums (a list DP), largest palindrome
+# product (str(p)[::-1]), digit factorials (math.factorial, divmod) and longest Collatz
+# chain (a dict cache); Rosetta Code's Pascal's triangle (zip of lists), maximum subarray
+# (Kadane, max of two), quicksort by list comprehensions and binary search; QuantEcon's
+# Markov chain simulation (np.searchsorted on a row of the cumulative matrix) and a Laplace
+# solver iterated until converged (while err > tol).
+
+
+def coin_sums(target, coins):
+    ways = [1] + [0] * target
+    for coin in coins:
+        for i in range(coin, target + 1):
+            ways[i] += ways[i - coin]
+    return ways[target]
+
+
+def pascal_row(n):
+    row = [1]
+    for _ in range(n):
+        row = [left + right for left, right in zip(row + [0], [0] + row)]
+    return row
+
+
+def largest_palindrome_product(lo, hi):
+    best = 0
+    for a in range(lo, hi):
+        for b in range(a, hi):
+            p = a * b
+            if p > best and str(p) == str(p)[::-1]:
+                best = p
+    return best
+
+
+def digit_factorial_sums(limit):
+    facts = [math.factorial(d) for d in range(10)]
+    count = 0
+    for n in range(10, limit):
+        m = n
+        total = 0
+        while m:
+            m, d = divmod(m, 10)
+            total += facts[d]
+        if total % n == 0:
+            count += 1
+    return count
+
+
+def longest_collatz(limit):
+    cache = {1: 1}
+    best, best_n = 1, 1
+    for start in range(2, limit):
+        n = start
+        steps = 0
+        while n not in cache:
+            n = n // 2 if n % 2 == 0 else 3 * n + 1
+            steps += 1
+        length = steps + cache[n]
+        cache[start] = length
+        if length > best:
+            best, best_n = length, start
+    return best_n, best
+
+
+def max_subarray(a):
+    best = a[0]
+    cur = a[0]
+    for x in a[1:]:
+        cur = max(x, cur + x)
+        best = max(best, cur)
+    return best
+
+
+def quicksort(xs):
+    if len(xs) <= 1:
+        return xs
+    pivot = xs[len(xs) // 2]
+    less = [x for x in xs if x < pivot]
+    equal = [x for x in xs if x == pivot]
+    greater = [x for x in xs if x > pivot]
+    return quicksort(less) + equal + quicksort(greater)
+
+
+def binary_search(a, x):
+    lo, hi = 0, len(a) - 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if a[mid] < x:
+            lo = mid + 1
+        elif a[mid] > x:
+            hi = mid - 1
+        else:
+            return mid
+    return -1
+
+
+def search_all(a, queries):
+    out = np.empty(len(queries), dtype=np.int64)
+    for i in range(len(queries)):
+        out[i] = binary_search(a, queries[i])
+    return out
+
+
+def markov_chain_sim(P, x0, draws):
+    cdf = np.cumsum(P, axis=1)
+    n = len(draws)
+    X = np.empty(n + 1, dtype=np.int64)
+    X[0] = x0
+    for t in range(n):
+        X[t + 1] = np.searchsorted(cdf[X[t]], draws[t])
+    return X
+
+
+def laplace_converge(u, tol):
+    err = 1.0
+    iters = 0
+    while err > tol:
+        un = u.copy()
+        u[1:-1, 1:-1] = 0.25 * (un[2:, 1:-1] + un[:-2, 1:-1] + un[1:-1, 2:] + un[1:-1, :-2])
+        err = np.abs(u - un).max()
+        iters += 1
+    return u, iters
+
+
 def _check_walk_2d(result, args):
     n = args[0]
     r = np.asarray(result)
@@ -640,6 +763,23 @@ def _diag_dominant(n, seed=19):
     return r.random((n, n)) + n * np.eye(n) * r.random(n), r.random(n)
 
 
+def _markov_data(n, states=6, seed=23):
+    r = _r(seed)
+    P = r.random((states, states))
+    return P / P.sum(axis=1, keepdims=True), 0, r.random(n)
+
+
+def _laplace_grid(n):
+    u = np.zeros((n, n))
+    u[0, :] = 1.0
+    return u, _q(n <= 12, 1e-3, 1e-4)
+
+
+def _sorted_queries(n, q, seed=29):
+    r = _r(seed)
+    return np.unique(r.integers(0, 4 * n, n)), r.integers(0, 4 * n, q)
+
+
 # The second round's entries of the suite (bench_numpy_kernels.py makes each a Kernel of
 # category "published"): name, function, setup(quick), and the Kernel fields that differ.
 MORE_PUBLISHED = [
@@ -687,4 +827,26 @@ MORE_PUBLISHED = [
          kind="loop", helpers=("digit_sum",)),
     dict(name="rgb_to_hsv", func=rgb_to_hsv, setup=lambda q: (_r().random((_q(q, 12, 300),) * 2 + (3,)),),
          kind="loop", rtol=1e-12),
+
+    # the third round
+    dict(name="coin_sums", func=coin_sums,
+         setup=lambda q: (_q(q, 200, 20_000), [1, 2, 5, 10, 20, 50, 100, 200]), kind="loop"),
+    dict(name="pascal_row", func=pascal_row, setup=lambda q: (_q(q, 20, 60),), kind="loop"),
+    dict(name="largest_palindrome_product", func=largest_palindrome_product,
+         setup=lambda q: (_q(q, 10, 100), _q(q, 100, 1000)), kind="loop"),
+    dict(name="digit_factorial_sums", func=digit_factorial_sums,
+         setup=lambda q: (_q(q, 300, 100_000),), kind="loop"),
+    dict(name="longest_collatz", func=longest_collatz, setup=lambda q: (_q(q, 300, 5000),),
+         kind="loop"),
+    dict(name="max_subarray", func=max_subarray,
+         setup=lambda q: (_r(31).normal(size=_q(q, 1000, 1_000_000)),), kind="loop", rtol=1e-9),
+    dict(name="quicksort", func=quicksort,
+         setup=lambda q: (_r(37).integers(0, 1000, _q(q, 30, 20_000)).tolist(),), kind="loop"),
+    dict(name="search_all", func=search_all, setup=lambda q: _sorted_queries(
+        _q(q, 200, 1_000_000), _q(q, 50, 100_000)), kind="loop", helpers=("binary_search",)),
+    dict(name="markov_chain_sim", func=markov_chain_sim,
+         setup=lambda q: _markov_data(_q(q, 100, 100_000)), kind="loop"),
+    dict(name="laplace_converge", func=laplace_converge,
+         setup=lambda q: _laplace_grid(_q(q, 10, 50)), rtol=1e-12,
+         elements=lambda q: _q(q, 10, 50) ** 2),
 ]

@@ -702,7 +702,7 @@ class CallsMixin(U.UfuncMethodsMixin):
                          "shuffle a variable: NumPy shuffles in place and gives None")
 
     def math_call(self, name: str, node, args, kws) -> str:
-        if name in ("isclose", "erf", "erfc"):
+        if name in M.MATH_LIBRARY:
             return self.library_call(SPECIAL["_math_" + name], node, args, kws)
         if kws:
             self.unsupported(f"math.{name} with keyword arguments", node)

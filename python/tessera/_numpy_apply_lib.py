@@ -398,6 +398,90 @@ def _math_erfc(x):
     return float(r)
 
 
+def _math_int(x, fn):
+    """x for math.fn's integer operand: a float is Python's TypeError."""
+    if isinstance(x, float):
+        raise TypeError("[math." + fn + "] 'float' object cannot be interpreted as an integer: "
+                        "got " + str(x))
+    return int(x)
+
+
+def _math_factorial(n):
+    """Python's math.factorial (an int beyond int64 is tessera's overflow error)."""
+    n = _math_int(n, "factorial")
+    if n < 0:
+        raise ValueError("[math.factorial] factorial() not defined for negative values: got "
+                         + str(n))
+    r = 1
+    for i in range(2, n + 1):
+        r *= i
+    return r
+
+
+def _math_perm(n, k=None):
+    """Python's math.perm: n! / (n - k)!, 0 when k > n."""
+    n = _math_int(n, "perm")
+    k = n if k is None else _math_int(k, "perm")
+    if n < 0:
+        raise ValueError("[math.perm] n must be a non-negative integer: got " + str(n))
+    if k < 0:
+        raise ValueError("[math.perm] k must be a non-negative integer: got " + str(k))
+    r = 1 if k <= n else 0
+    if k <= n:
+        for i in range(n - k + 1, n + 1):
+            r *= i
+    return r
+
+
+def _math_comb(n, k):
+    """Python's math.comb: n choose k, 0 when k > n (each partial product is a
+    binomial coefficient itself, so none exceeds the result's size by much)."""
+    n = _math_int(n, "comb")
+    k = _math_int(k, "comb")
+    if n < 0:
+        raise ValueError("[math.comb] n must be a non-negative integer: got " + str(n))
+    if k < 0:
+        raise ValueError("[math.comb] k must be a non-negative integer: got " + str(k))
+    r = 1 if k <= n else 0
+    if k <= n:
+        k = min(k, n - k)
+        for i in range(k):
+            r = r * (n - i) // (i + 1)
+    return r
+
+
+def _math_gcd(a, b):
+    """Python's math.gcd of two ints (never negative; gcd(0, 0) is 0)."""
+    a = abs(_math_int(a, "gcd"))
+    b = abs(_math_int(b, "gcd"))
+    while b:
+        a, b = b, a % b
+    return a
+
+
+def _math_lcm(a, b):
+    """Python's math.lcm of two ints (never negative; 0 when either is)."""
+    a = abs(_math_int(a, "lcm"))
+    b = abs(_math_int(b, "lcm"))
+    r = 0
+    if a != 0 and b != 0:
+        r = a // _math_gcd(a, b) * b
+    return r
+
+
+def _math_isqrt(n):
+    """Python's math.isqrt: the largest int whose square is at most n."""
+    n = _math_int(n, "isqrt")
+    if n < 0:
+        raise ValueError("[math.isqrt] isqrt() argument must be nonnegative: got " + str(n))
+    x = int(math.sqrt(n))
+    while x > 0 and x > n // x:
+        x -= 1
+    while x + 1 <= n // (x + 1):
+        x += 1
+    return x
+
+
 # ---------------------------------------------------------------- Python builtins with key=
 
 

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._numpy_apply_lib import (_extreme_by_key, _math_erf, _math_erfc, _math_isclose,
+from ._numpy_apply_lib import (_extreme_by_key, _math_comb, _math_erf, _math_erfc,
+                               _math_factorial, _math_gcd, _math_isclose, _math_isqrt,
+                               _math_lcm, _math_perm,
                                _sorted_by_key, _vectorize1, _vectorize2, _vectorize3,
                                apply_along_axis, apply_over_axes, fromfunction, histogram2d,
                                histogramdd, piecewise, sliding_window_view)
@@ -877,6 +879,7 @@ LIBRARY["trapz"] = trapezoid  # NumPy 1's name
 # np.vectorize, max/min/sorted with key=)
 SPECIAL = {f.__name__: f for f in (
     _vectorize1, _vectorize2, _vectorize3, _extreme_by_key, _sorted_by_key, _math_isclose,
-    _math_erf, _math_erfc, sliding_window_view,
+    _math_erf, _math_erfc, _math_factorial, _math_perm, _math_comb, _math_gcd, _math_lcm,
+    _math_isqrt, sliding_window_view,
     _sum_where, _prod_where, _max_where, _min_where, _mean_where, _any_where, _all_where, pad)}
 SPECIAL.update({"_amax_where": _max_where, "_amin_where": _min_where})

@@ -318,6 +318,9 @@ MATH_RENAMES = {
     "trunc": "trunc",
 }
 MATH_INT_RESULT = {"floor", "ceil"}  # math.floor(x) is an int
+# math.NAME written in Python (tessera/_numpy_apply_lib.py's _math_NAME): Python's
+# integer functions among them (an int beyond int64 is tessera's overflow error).
+MATH_LIBRARY = {"isclose", "erf", "erfc", "factorial", "perm", "comb", "gcd", "lcm", "isqrt"}
 MATH_CONSTANTS = {"pi", "e", "inf", "nan", "tau"}
 
 

@@ -27,6 +27,7 @@
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
 #include "tessera/lang/nodes.hpp"
+#include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/random_stream.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/interrupt.hpp"
@@ -283,7 +284,11 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
         return compile(p->operands_[1].get(), out.kids[0]);
       }
     }
-    return compile(a->value(), out.kids[0]);
+    if (!compile(a->value(), out.kids[0])) return false;
+    FNode& v = out.kids[0];
+    if (v.op == Op::SetItem && v.kids[0].op == Op::Var && v.kids[0].reg == out.reg)
+      v.in_place = true;  // d = setitem(d, value, key): `d[key] = value`
+    return true;
   }
   if (auto* b = dynamic_cast<const BlockNode*>(n)) {
     out.op = Op::Block;
@@ -1006,6 +1011,7 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   Reg x = eval(n.kids[0], st);
   Reg v = eval(n.kids[1], st);
   const size_t nidx = n.kids.size() - 2;
+  if (x.k == Reg::Obj) return object_setitem(n, x, v, st);
   if (x.k != Reg::Arr || !v.scalar() || !element_index(n, st, x)) {
     // Slices, masks, array values: setitem itself, after a snapshot.
     if (x.k != Reg::Arr || v.k == Reg::Undef) throw BAIL;
@@ -1090,6 +1096,82 @@ bool FastLoop::Impl::element_index(const FNode& n, const State& st, const Reg& x
     if (kind != Reg::PyInt && kind != Reg::NpInt && kind != Reg::NpI32) return false;
   }
   return true;
+}
+
+Reg FastLoop::Impl::object_setitem(const FNode& n, const Reg& x, const Reg& v,
+                                   State& st) const {
+  const auto o = static_cast<size_t>(x.a);
+  const bool is_list = st.objects[o].is_list() && !st.objects[o].is_tuple();
+  if (!n.in_place || n.kids.size() != 3 || v.k == Reg::Undef ||
+      !(is_list || st.objects[o].is_dict()))
+    throw BAIL;
+  // Another register holding the same object would see the change (Python's
+  // aliasing): left to the general path.
+  for (size_t r = 0; r < st.regs.size(); ++r) {
+    if (static_cast<int>(r) != n.kids[0].reg && st.regs[r].k == Reg::Obj && st.regs[r].a == x.a)
+      throw BAIL;
+  }
+  const Reg k = eval(n.kids[2], st);
+  if (is_list) {
+    if (!k.int_payload()) throw BAIL;
+    Value item = to_value(v, st);
+    Value& held = st.objects[o];
+    const auto len = static_cast<int64_t>(held.as_list().size());
+    const int64_t j = k.i < 0 ? k.i + len : k.i;
+    if (j < 0 || j >= len) throw BAIL;  // the general path's IndexError
+    const bool fresh = st.object_epoch[o] == st.epoch && held.unique_list();
+    if (!fresh && std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(), x.a) ==
+                      st.snapshot_lists.end()) {
+      // Its whole value now goes back on a roll-back (after the appends'
+      // cut, newest first: the items written since are undone too).
+      st.list_undo.push_back({x.a, -2, held});
+      st.snapshot_lists.push_back(x.a);
+      if (st.object_logged[o] != st.epoch) {
+        st.object_logged[o] = st.epoch;
+        st.logged_objects.push_back(x.a);
+      }
+    }
+    List* items = held.unique_list();
+    if (!items) {
+      held = Value(List(held.as_list()));
+      items = held.unique_list();
+    }
+    (*items)[static_cast<size_t>(j)] = std::move(item);
+    ++st.inline_ops;
+    return x;
+  }
+  if (!k.scalar() && !(k.k == Reg::Obj && st.objects[static_cast<size_t>(k.a)].is_string()))
+    throw BAIL;
+  Value key;
+  try {
+    key = python_dict_key(to_value(k, st), "setitem");
+  } catch (...) {
+    throw BAIL;  // the general path raises it at the user's line
+  }
+  Value item = to_value(v, st);
+  std::shared_ptr<Dict>* mine = nullptr;
+  for (auto& [slot, d] : st.own_dicts) {
+    if (slot == x.a) mine = &d;
+  }
+  Value& held = st.objects[o];
+  // Changed in place only when this run copied it since the checkpoint (the
+  // dict before is in list_undo) and nothing but the slot holds the copy.
+  const bool own = mine && st.object_logged[o] == st.epoch && mine->get() == &held.as_dict() &&
+                   mine->use_count() == 2;
+  if (!own) {
+    if (st.object_logged[o] != st.epoch) {
+      st.object_logged[o] = st.epoch;
+      st.logged_objects.push_back(x.a);
+      st.list_undo.push_back({x.a, -2, held});
+    }
+    auto copy = std::make_shared<Dict>(held.as_dict());
+    held = Value(std::shared_ptr<const Dict>(copy));
+    if (!mine) mine = &st.own_dicts.emplace_back(x.a, nullptr).second;
+    *mine = std::move(copy);
+  }
+  (*mine)->set(std::move(key), std::move(item));
+  ++st.inline_ops;
+  return x;
 }
 
 Reg FastLoop::Impl::new_list(const FNode& n, State& st) const {
@@ -1862,6 +1944,8 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     st.logged_objects.clear();
     st.snapshots.clear();
     st.snapshot_elements = 0;
+    st.own_dicts.clear();
+    st.snapshot_lists.clear();
     st.draws = 0;
     st.stream_at_checkpoint = random_stream_position();
     objects_before = st.objects.size();

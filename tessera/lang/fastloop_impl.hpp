@@ -199,6 +199,9 @@ struct FastLoop::Impl {
     // (the dtype's name); shape_items -1: kids are the operands.
     int shape_items = -1;
     bool shape_tuple = false;
+    // SetItem: its value is assigned back to the variable it writes into
+    // (`d[k] = v`), so a dict that variable alone holds may change in place.
+    bool in_place = false;
     const Value* const_arg = nullptr;
     std::vector<FNode> kids;
   };
@@ -283,6 +286,13 @@ struct FastLoop::Impl {
       Value old;
     };
     std::vector<ListUndo> list_undo;
+    // Dicts a setitem copied since the checkpoint (the one before logged in
+    // list_undo), by object slot: changed in place while only that slot
+    // holds the copy besides this entry.
+    std::vector<std::pair<int32_t, std::shared_ptr<Dict>>> own_dicts;
+    // Lists whose whole value before an item write is in list_undo since the
+    // checkpoint (by slot); both tables are emptied at each checkpoint.
+    std::vector<int32_t> snapshot_lists;
     // By object slot: the checkpoint (epoch) it was placed in, and the last
     // one in which list_undo got an entry for it. A list placed since the
     // checkpoint is appended to without a log entry (a roll-back drops it:
@@ -432,6 +442,11 @@ struct FastLoop::Impl {
   __attribute__((noinline)) Reg getitem_general(const FNode& n, const Reg& x, const Reg* idx,
                                                 size_t done, State& st) const;
   __attribute__((noinline)) Reg setitem(const FNode& n, State& st) const;
+  // d[k] = v and xs[i] = v (`n` in place) on the dict or list in register
+  // `x`: the general path's key rules, changed in place (a dict copied once
+  // a checkpoint, a list's value before logged once a checkpoint).
+  __attribute__((noinline)) Reg object_setitem(const FNode& n, const Reg& x, const Reg& v,
+                                               State& st) const;
   // True when every index operand of setitem `n` is an int expression that
   // is a variable or a constant (an element write; checked without
   // evaluating anything else).

@@ -334,6 +334,8 @@ Value iteration_items(const Value& v, const char* op) {
   }
 }
 
+Value python_dict_key(const Value& key, const char* op) { return pv_dict_key(key, op); }
+
 Value sequence_getitem(const Value& container, const List& indices, const char* op) {
   if (container.is_dict()) {
     const Value key = pv_dict_key(indices.size() == 1 ? indices[0] : Value::tuple(indices), op);

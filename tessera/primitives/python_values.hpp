@@ -49,6 +49,9 @@ Value iteration_items(const Value& v, const char* op = "iterate");
 // container[indices...] for a list, tuple, string or dict (d[a, b] looks up
 // the tuple key (a, b)); KeyError / IndexError / TypeError as in Python.
 Value sequence_getitem(const Value& container, const List& indices, const char* op = "getitem");
+// A dict's key for `key` as Python hashes it (NumPy scalars as Python's, a
+// tuple's items too); TypeError naming `op` for an unhashable one.
+Value python_dict_key(const Value& key, const char* op);
 // container[index] = value for a list (int or slice index) or a dict (any
 // hashable key): the new container (values are never changed in place).
 Value sequence_setitem(const Value& container, const Value& value, const List& indices,

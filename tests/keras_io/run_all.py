@@ -105,6 +105,9 @@ KERAS_CANNOT = {
               "(keras.GradientTape is tessera's), not installed here; "
               "test_nn_keras_io_ninth.py compares the quantizer's step (its added loss "
               "read from model.losses in the tape) with Keras's stateless JAX step",
+    "trainer_pattern": "its train_step takes TensorFlow's GradientTape (keras.GradientTape is "
+                       "tessera's), not installed here; test_nn_keras_io_tenth.py compares "
+                       "the trainer's steps with Keras's compiled fit of the same model",
     "pretrained_word_embeddings": "Keras's TextVectorization needs TensorFlow, not "
                                   "installed here",
     "neural_machine_translation_with_transformer": "Keras's TextVectorization and the "

@@ -213,7 +213,7 @@ def _monitored(logs, monitor, where):
 class EarlyStopping(Callback):
     """Stops training when `monitor` has stopped improving (by more than
     min_delta) for `patience` epochs; restore_best_weights puts back the
-    weights of the best epoch."""
+    weights of the best epoch when training ends (stopped early or not)."""
 
     def __init__(self, monitor="val_loss", min_delta=0.0, patience=0, verbose=0, mode="auto",
                  baseline=None, restore_best_weights=False, start_from_epoch=0):
@@ -256,11 +256,18 @@ class EarlyStopping(Callback):
         if self.wait >= self.patience and epoch > 0:
             self.stopped_epoch = epoch
             self.model.stop_training = True
-            if self.restore_best_weights and self.best_weights is not None:
-                self.model.set_weights(self.best_weights)
             if self.verbose:
                 print(f"Epoch {epoch + 1}: early stopping (best {self.monitor} "
                       f"{self.best:.4f} at epoch {self.best_epoch + 1})")
+
+    def on_train_end(self, logs=None):
+        # At the end of training, stopped or not, as Keras's: a fit that runs all its epochs
+        # ends with the best epoch's weights too.
+        if self.restore_best_weights and self.best_weights is not None:
+            if self.verbose:
+                print(f"Restoring model weights from the end of the best epoch: "
+                      f"{self.best_epoch + 1}.")
+            self.model.set_weights(self.best_weights)
 
 
 class ModelCheckpoint(Callback):

@@ -15,7 +15,7 @@ from .masked_arrays import _with_mask
 from .nested_masks import graph_model, mask_items, output_or_mask
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .sublayer_order import keras_order
-from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record,
+from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record, nested_step_seed,
                        follow_first_axis, stand_in_input, user_location)
 from .variables import (PATH_SCOPE, add_program_losses, assigning_in_call, collecting_losses,
                         is_rewriting, rewriting, tracing)
@@ -429,7 +429,7 @@ def carried_mask_specs(tensors) -> list:
 def write_traced(outs, placeholders, exprs, ctx) -> list:
     """Writes traced outputs with the placeholders bound to `exprs`."""
     names = {p.id: e for p, e in zip(placeholders, exprs)}
-    names[STEP_SEED.id] = f"({ctx.seed} * {getattr(ctx, 'seed_stride', 64)} + {ctx.index})"
+    names[STEP_SEED.id] = nested_step_seed(ctx.seed, getattr(ctx, "seed_stride", 64), ctx.index)
     sub = GraphWriter(names, ctx.param, ctx.layer_code, prefix=ctx.fresh("c") + "_")
     results = [sub.expr(o) for o in outs]
     for s in sub.stmts:

@@ -89,6 +89,15 @@ def unseeded_layer_seed() -> int:
     return _GLOBAL.next() % (1 << 31)
 
 
+def program_seed(seed: int, step: int, ways: int, part: int) -> int:
+    """The seed a training step's program gets for one of its `ways` parts (ranks or
+    chunks): the fit's seed and the step mixed, below 2**40 (the program multiplies it by
+    a layer stride of up to 2**16, again in nested layers, then by 1000003 in draws: a
+    seed from set_random_seed, up to 2**30, overflowed int64 there)."""
+    base = (int(seed) * 1_000_003 + int(step)) % ((1 << 40) // int(ways))
+    return base * int(ways) + int(part)
+
+
 def _seed(op, seed) -> int:
     if seed is None:
         return _GLOBAL.next()

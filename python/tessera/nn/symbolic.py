@@ -530,6 +530,13 @@ STEP_SEED = KerasTensor((), "int64", "input", name="step_seed",
                         dummies=(np.array(1, dtype="int64"),) * len(_DUMMY_BATCH))
 
 
+def nested_step_seed(seed, stride, index) -> str:
+    """STEP_SEED's code inside a user's layer call: the caller's seed for the call, taken
+    modulo 2**40 so that layers nested in layers (each multiplying by the stride, up to
+    2**16) and draws (seed * 1000003 + i) stay inside int64 at any depth."""
+    return f"(({seed} * {stride} + {index}) % {1 << 40})"
+
+
 # ----------------------------------------------------------------- writing code
 
 

@@ -701,9 +701,8 @@ def fit_tape_steps(model, x=None, y=None, batch_size=None, epochs=1, verbose="au
     if isinstance(x, _data.Dataset):
         if y is not None:
             raise ValueError("[fit] with a Dataset, labels come from the dataset: y must be None")
-        if batch_size is not None:
-            raise ValueError("[fit] with a Dataset, batch it with ds.batch(n); batch_size "
-                             "must be None")
+        # batch_size is ignored, as Keras's fit ignores it for a tf.data Dataset or a
+        # PyDataset (their batches are the data's own)
         if x.batch_size is None:
             raise ValueError("[fit] the Dataset is not batched: call ds.batch(batch_size)")
         ds = x

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from ..data_format import ChannelsFirst
 from .base import Layer, _data_format, _list, _positive
 
 __all__ = ["Cropping1D", "Cropping2D", "Cropping3D", "Flatten", "Permute", "RepeatVector",
@@ -302,10 +303,8 @@ class UpSampling3D(_Spatial):
         return x
 
 
-class Flatten(Layer):
-    """Keeps the batch axis and flattens the rest."""
-
-    kind = "Flatten"
+class _Flatten(Layer):
+    """Flatten's computation on channels-last input."""
 
     def compute_output_shape(self, s):
         if any(d is None for d in s):
@@ -318,6 +317,17 @@ class Flatten(Layer):
 
     def forward(self, x, p, ctx):
         return f"batch_flatten({x})"
+
+
+class Flatten(ChannelsFirst, _Flatten):
+    """Keeps the batch axis and flattens the rest; with data_format "channels_first" (or
+    image_data_format's), the channels axis moved last first, as Keras's."""
+
+    kind = "Flatten"
+
+    def __init__(self, data_format=None, name=None, input_shape=None, **kwargs):
+        super().__init__(name, input_shape, **kwargs)
+        self.data_format = _data_format(data_format, self.kind)
 
 
 class Reshape(Layer):

@@ -49,7 +49,8 @@ class Sequential(Model):
         if input_shape is None and self._stack and self._stack[0].declared_input_shape:
             # Keras: on the first layer, one sample's shape (None: unknown length)
             input_shape = (None,) + tuple(self._stack[0].declared_input_shape)
-        if input_shape is None and self._declared_input is not None:
+        if input_shape is None and self._declared_input is not None and self._stack:
+            # (Sequential([Input(...)]) alone, as Keras's: built by the first add)
             input_shape = (getattr(self, "_declared_batch", None),) + tuple(self._declared_input)
         if input_shape is not None:
             self.build(tuple(input_shape))

@@ -25,7 +25,7 @@ from ..given_batches import GivenBatches
 from ..training_state import apply_training_state, load_training_state
 from ..step_overrides import refuse_split, step_trace_for
 from ..tape_steps import fit_tape_steps, uses_tape_steps
-from ..random import default_seed
+from ..random import default_seed, program_seed
 from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
@@ -126,9 +126,8 @@ class TrainingMixin:
             if y is not None or sample_weight is not None or class_weight is not None:
                 raise ValueError("[fit] with a Dataset, labels and sample weights come from the "
                                  "dataset: y, sample_weight and class_weight must be None")
-            if batch_size is not None:
-                raise ValueError("[fit] with a Dataset, batch it with ds.batch(n); batch_size "
-                                 "must be None")
+            # batch_size is ignored, as Keras's fit ignores it for a tf.data Dataset or a
+            # PyDataset (their batches are the data's own)
             if validation_split:
                 raise ValueError("[fit] validation_split needs arrays; pass validation_data")
             ds = x
@@ -362,7 +361,7 @@ class TrainingMixin:
                         extra = []
                         if n_ranks > 1:
                             extra = [len(arrays[0]) / n] + group_args
-                        args = state + arrays + [it, lr, (seed * 1_000_003 + it) * 64 + rank] \
+                        args = state + arrays + [it, lr, program_seed(seed, it, 64, rank)] \
                             + extra
                     if hand_over:
                         state = None  # only `args` holds them now, and run empties it
@@ -695,7 +694,7 @@ class TrainingMixin:
                 else:
                     out.append(a[lo:hi])
         return (out + [(hi - lo) / n for lo, hi in bounds]
-                + [(seed * 1_000_003 + it) * chunks + c for c in mine])
+                + [program_seed(seed, it, chunks, c) for c in mine])
 
     def _training_state(self) -> dict:
         pos = getattr(self, "_position", None) or {"epoch": 0, "batch": 0, "acc": None}
