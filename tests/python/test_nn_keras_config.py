@@ -199,3 +199,40 @@ def test_model_config_layers_read_as_keras():
         _same(a["config"], b["config"], a["class_name"])
     back = nn.models.model_from_json(build(nn).to_json())
     assert [type(l).__name__ for l in back.layers] == ["Dense", "Dense"]
+
+
+EAGER = ["Dense(3, activation='tanh')", "Conv1D(2, 3)", "LayerNormalization()",
+         "BatchNormalization()", "Activation('gelu')", "Rescaling(0.5)", "Flatten()",
+         "GlobalAveragePooling1D()", "LSTM(3)"]
+
+
+@pytest.mark.parametrize("call", EAGER)
+def test_eager_call_on_float64_computes_in_float32_as_keras(call):
+    x = np.random.default_rng(3).normal(size=(2, 5, 4))  # float64
+    theirs_layer = eval("keras.layers." + call)
+    theirs = np.asarray(theirs_layer(x))
+    ours_layer = eval("nn.layers." + call)
+    ours_layer(x[:1])  # builds; then Keras's weights (float32) in
+    ours_layer.set_weights([np.asarray(w) for w in theirs_layer.get_weights()])
+    ours = ours_layer(x)
+    assert ours.dtype == theirs.dtype == np.float32
+    np.testing.assert_allclose(ours, theirs, rtol=2e-5, atol=2e-6)
+    # a float64 layer computes in float64 (Keras's compute dtype); the same values
+    wide = eval("nn.layers." + call[:-1] + (", " if call[-2] != "(" else "") + "dtype='float64')")
+    wide(x[:1])
+    wide.set_weights([np.asarray(w, "float64") for w in theirs_layer.get_weights()])
+    assert wide(x).dtype == np.float64
+    np.testing.assert_allclose(wide(x), theirs, rtol=2e-5, atol=2e-6)
+
+
+def test_eager_integer_inputs_keep_their_dtype_as_keras():
+    ids = np.array([[1, 2, 0]])
+    assert nn.layers.Embedding(5, 2)(ids).dtype == np.asarray(
+        keras.layers.Embedding(5, 2)(ids)).dtype == np.float32
+    x = np.array([-3, 0, 2], "int32")
+    for fn in ("relu",):
+        ours, theirs = getattr(nn.activations, fn)(x), np.asarray(getattr(keras.activations,
+                                                                           fn)(x))
+        assert ours.dtype == theirs.dtype == np.int32
+        np.testing.assert_array_equal(ours, theirs)
+    assert np.asarray(nn.ops.relu(x)).dtype == np.asarray(keras.ops.relu(x)).dtype

@@ -38,7 +38,8 @@ _KERAS_ONLY = {
                            "renorm_momentum": 0.99},
     "LayerNormalization": {"rms_scaling": False},
     "Flatten": {"data_format": "channels_last"},
-    "SimpleRNN": {k: v for k, v in _RNN_ONLY.items() if k != "seed"}, "LSTM": _RNN_ONLY, "GRU": _RNN_ONLY,
+    "SimpleRNN": {k: v for k, v in _RNN_ONLY.items() if k != "seed"},
+    "LSTM": _RNN_ONLY, "GRU": _RNN_ONLY,
     "MultiHeadAttention": {"use_gate": False, "sliding_window": None, "kernel_constraint": None,
                            "bias_constraint": None, "seed": None},
     "InputLayer": {"sparse": False, "ragged": False, "optional": False},
@@ -46,8 +47,9 @@ _KERAS_ONLY = {
 # Keras's configs of these classes leave out an argument their constructors take
 _TRANSPOSED = {"groups"}
 _KERAS_OMITS = {"GroupedQueryAttention": {"flash_attention"},
-                "SimpleRNN": {"recurrent_activation"}, "CategoryEncoding": {"sparse"}, "Conv1DTranspose": _TRANSPOSED,
-                "Conv2DTranspose": _TRANSPOSED, "Conv3DTranspose": _TRANSPOSED}
+                "SimpleRNN": {"recurrent_activation"}, "CategoryEncoding": {"sparse"},
+                "Conv1DTranspose": _TRANSPOSED, "Conv2DTranspose": _TRANSPOSED,
+                "Conv3DTranspose": _TRANSPOSED}
 # Layers whose Keras configs hold activity_regularizer even when it is None (the others
 # list it only when one is given)
 _ACTIVITY_KEY = {"Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose", "Conv2DTranspose",
@@ -77,7 +79,6 @@ def _shape_tuple(config):
 
 _FIXUPS = {"MultiHeadAttention": _value_dim, "Normalization": _axis_tuple,
            "EinsumDense": _shape_tuple}
-_ALL_KERAS_ONLY = {k: v for d in _KERAS_ONLY.values() for k, v in d.items()}
 
 
 def _public_module(obj) -> str:
@@ -256,7 +257,7 @@ def constructor_arguments(cls, config: dict) -> dict:
     tessera lacks dropped at the one value tessera has, the dtype policy's
     dict as its name."""
     config = dict(config)
-    for key, value in _ALL_KERAS_ONLY.items():
+    for key, value in _KERAS_ONLY.get(keras_class(cls), {}).items():
         if key in config and config[key] == value and not _takes(cls, key):
             del config[key]
     dtype = config.get("dtype")
