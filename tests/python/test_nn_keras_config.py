@@ -40,7 +40,10 @@ LAYERS = [
     "Normalization()", "Rescaling(0.5, offset=1.0)", "Add()", "Concatenate(axis=1)",
     "InputLayer(shape=(3,))", "ConvLSTM2D(2, 3)", "EinsumDense('ab,bc->ac', 3)",
     "LeakyReLU()", "PReLU()", "UpSampling2D()", "Permute((2, 1))", "RepeatVector(3)",
-    "GaussianNoise(0.1)", "GroupNormalization()", "UnitNormalization()",
+    "GaussianNoise(0.1)", "GroupNormalization()", "UnitNormalization()", "ZeroPadding2D()",
+    "ZeroPadding2D(((1, 2), (3, 4)))", "SpatialDropout2D(0.1)", "Discretization([0.5])",
+    "RandomFlip()", "Resizing(4, 4)", "CenterCrop(2, 2)", "CategoryEncoding(3)",
+    "Attention()", "Dot(1)", "ConvLSTM1D(2, 3)",
 ]
 
 OPTIMIZERS = [

@@ -77,8 +77,30 @@ def _shape_tuple(config):
         config["output_shape"] = (config["output_shape"],)
 
 
-_FIXUPS = {"MultiHeadAttention": _value_dim, "Normalization": _axis_tuple,
-           "EinsumDense": _shape_tuple}
+def _dtype_name(config):
+    # Keras's configs of these hold the dtype policy's name and no trainable
+    config.pop("trainable", None)
+    if isinstance(config.get("dtype"), DTypePolicy):
+        config["dtype"] = config["dtype"].name
+
+
+def _no_box_format(config):
+    if config.get("bounding_box_format", 0) is None:  # (Keras's configs list it when given)
+        del config["bounding_box_format"]
+
+
+def _padding_pairs(config):
+    pad = config.get("padding")
+    if isinstance(pad, (tuple, list)) and all(isinstance(p, int) for p in pad):
+        config["padding"] = tuple((p, p) for p in pad)  # Keras's: (before, after) per axis
+
+
+_FIXUPS = {"RandomFlip": _no_box_format, "Resizing": _no_box_format,
+           "CenterCrop": _no_box_format, "ZeroPadding2D": _padding_pairs,
+           "ZeroPadding3D": _padding_pairs, "MultiHeadAttention": _value_dim, "Normalization": _axis_tuple,
+           "EinsumDense": _shape_tuple, "SpatialDropout1D": _dtype_name,
+           "SpatialDropout2D": _dtype_name, "SpatialDropout3D": _dtype_name,
+           "Discretization": _dtype_name}
 
 
 def _public_module(obj) -> str:
@@ -206,7 +228,7 @@ def keras_layer_config(layer, given: dict) -> dict:
     default, with the base entries and serialized objects."""
     cls = type(layer)
     config = {"name": layer.name, "trainable": bool(layer.trainable),
-              "dtype": serialize_policy(policy_of(_float_policy(layer.dtype)))}
+              "dtype": policy_of(_float_policy(layer.dtype))}
     for key, p in _init_parameters(cls):
         if key in _BASE_ONLY or (key == "input_dim" and p.default is None):
             continue
@@ -226,12 +248,12 @@ def keras_layer_config(layer, given: dict) -> dict:
         config["activity_regularizer"] = activity
     else:
         config.pop("activity_regularizer", None)
+    if kind in _FIXUPS:
+        _FIXUPS[kind](config)
     for key, value in _KERAS_ONLY.get(kind, {}).items():
         config.setdefault(key, value)
     for key in _KERAS_OMITS.get(kind, ()):
         config.pop(key, None)
-    if kind in _FIXUPS:
-        _FIXUPS[kind](config)
     if "data_format" in config and config["data_format"] is None:
         config["data_format"] = SETTINGS["image_data_format"]
     return {k: serialize_argument(k, v) for k, v in config.items()}
@@ -242,7 +264,7 @@ def keras_class(cls) -> str:
     subclass of tessera's, such as a tensor-parallel Dense, extends)."""
     for c in cls.__mro__:
         if c.__name__ in _KERAS_ONLY or c.__name__ in _ACTIVITY_KEY or \
-                c.__name__ in _KERAS_OMITS:
+                c.__name__ in _KERAS_OMITS or c.__name__ in _FIXUPS:
             return c.__name__
     return cls.__name__
 
