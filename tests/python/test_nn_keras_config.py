@@ -239,3 +239,15 @@ def test_eager_integer_inputs_keep_their_dtype_as_keras():
         assert ours.dtype == theirs.dtype == np.int32
         np.testing.assert_array_equal(ours, theirs)
     assert np.asarray(nn.ops.relu(x)).dtype == np.asarray(keras.ops.relu(x)).dtype
+
+
+def test_serialized_optimizers_keep_their_class_by_module():
+    # keras.optimizers' Adam (Keras's config) and tessera.optim's (PyTorch's L2 decay) share a
+    # name: serialize_keras_object's module picks the class back
+    from tessera import optim
+    from tessera.nn.utils import deserialize_keras_object, serialize_keras_object
+    ours = deserialize_keras_object(serialize_keras_object(nn.optimizers.SGD(0.1, momentum=0.5)))
+    assert type(ours) is nn.optimizers.SGD and ours.momentum == 0.5
+    torch_like = deserialize_keras_object(serialize_keras_object(optim.Adam(0.1,
+                                                                            weight_decay=0.1)))
+    assert type(torch_like) is optim.Adam and "decoupled" not in torch_like.get_config()

@@ -51,8 +51,9 @@ _MAX_RANK_SHAPE = 32
 
 
 _BUILTIN = None
-_OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "optimizer", "metric",
-                 "loss", "cell")
+# (keras.optimizers' classes before tessera.optim's of the same names: a file's module picks)
+_OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "keras_optimizer",
+                 "optimizer", "metric", "loss", "cell")
 
 
 def builtin_classes() -> dict:
@@ -81,6 +82,7 @@ def builtin_classes() -> dict:
             "regularizer": public((regularizers,), regularizers.Regularizer,
                                   (regularizers.Regularizer,)),
             "constraint": public((constraints,), constraints.Constraint, ()),
+            "keras_optimizer": public((optimizer_classes,), optim.Optimizer, ()),
             "optimizer": public((optim,), optim.Optimizer, (optim.Optimizer,)),
             "schedule": public((optim,), optim.LearningRateSchedule,
                                (optim.LearningRateSchedule,)),
