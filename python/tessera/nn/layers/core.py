@@ -235,9 +235,7 @@ class InputLayer(Layer):
         return x
 
     def get_config(self) -> dict:
-        # Keras's keys (sparse, ragged and optional: the only values tessera takes)
-        return {"batch_shape": tuple(self.batch_shape), "dtype": self.dtype, "sparse": False,
-                "ragged": False, "name": self.name, "optional": False}
+        return {"batch_shape": tuple(self.batch_shape), "dtype": self.dtype, "name": self.name}
 
 
 class Dense(Layer):
