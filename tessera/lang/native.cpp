@@ -1129,6 +1129,14 @@ struct Gen {
         (is_float(ka) || is_float(kb))) {
       llvm::Value* x = as_double(a);
       llvm::Value* y = as_double(c);
+      // x ** 2 (a constant 2 or 2.0): x * x, the correctly rounded square that
+      // std::pow gives too (and NumPy's power by 2, a square); LLVM cannot see
+      // through the helper's call (four of them a step of an RK4 over
+      // `omega ** 2 * y`).
+      auto* ci = llvm::dyn_cast<llvm::ConstantInt>(c.v);
+      auto* cf = llvm::dyn_cast<llvm::ConstantFP>(c.v);
+      if ((ci && ci->getSExtValue() == 2) || (cf && cf->getValueAPF().convertToDouble() == 2.0))
+        return mk(Reg::PyFloat, b.CreateFMul(x, x), strong);
       // Python's numbers: 0.0 ** -y is the general path's ZeroDivisionError.
       bail_if(b.CreateAnd(b.CreateNot(strong),
                           b.CreateAnd(b.CreateFCmpOEQ(x, llvm::ConstantFP::get(f64, 0.0)),
