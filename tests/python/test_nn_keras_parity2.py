@@ -650,3 +650,29 @@ def test_output_names_as_keras(keras):
         kseq.output_names
     with pytest.raises(AttributeError, match="output_names"):
         seq.output_names
+
+
+def test_eager_float64_call_leaves_layer_dtypes_as_keras(keras, tmp_path):
+    """A model called eagerly on float64 data keeps its layers' dtype (float32), as Keras's:
+    the eager call's own model gave a user's layer float64, so its saved config rebuilt
+    float64 weights that the file's float32 ones did not match."""
+    def program(lib):
+        class Linear(lib.layers.Layer):
+            def build(self, input_shape):
+                self.w = self.add_weight(shape=(input_shape[-1], 2), initializer="ones")
+
+            def call(self, inputs):
+                return lib.ops.matmul(inputs, self.w)
+
+        lin = Linear()
+        lin.build((3,))
+        m = lib.Sequential([lin, lib.layers.Dense(1)])
+        m(np.random.default_rng(0).random((2, 3)))  # float64 data
+        return [lin.dtype, m.layers[1].dtype], m
+
+    (want, _), (got, model) = _both(keras, program)
+    assert got == want
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    loaded = tn.models.load_model(path, custom_objects={"Linear": type(model.layers[0])})
+    assert [str(w.dtype) for w in loaded.get_weights()] == ["float32"] * 3

@@ -29,7 +29,7 @@ from ..layers.base import _auto_name, _with_batch
 from ..random import default_seed
 from ..params import DeferredValues, initial_value, value_spec
 from ..programs import ProgramsMixin
-from ..registry import is_model
+from ..registry import INTERNAL_MODEL_NAME, is_model
 from ..saving import (_architecture, load_weights_into, model_from_config, model_to_json,
                       save_file, save_model)
 from ..step_overrides import overridden_step
@@ -277,7 +277,10 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
     def _create_values(self):
         defer = _draws_deferred()
         for i, layer in enumerate(self._layers):
-            layer.__dict__["_model_dtype"] = self.dtype  # (its dtype_policy)
+            if self.name != INTERNAL_MODEL_NAME or "_model_dtype" not in layer.__dict__:
+                # (its dtype_policy; an eager call's own model on float64 data leaves the
+                # dtype of a layer a model of the user's already gave one, as Keras's)
+                layer.__dict__["_model_dtype"] = self.dtype
             for j, p in enumerate(layer.params):
                 if p.name not in layer._values:
                     seed = self.seed * 1000 + i * 10 + j
