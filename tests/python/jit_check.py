@@ -208,3 +208,14 @@ def run_json_on_every_path(template: str) -> dict:
         stdout, stderr = run_script(template, **env)
         out[mode] = (json.loads(stdout), stderr)
     return out
+
+
+def same_as_python(f, *args):
+    """f under tessera.jit and as plain Python on copies of args: the results and
+    every argument afterwards (lists and dicts included) must be equal."""
+    mine, theirs = copy.deepcopy(args), copy.deepcopy(args)
+    expected = f(*theirs)
+    got = tessera.jit(f)(*mine)
+    assert got == expected and type(got) is type(expected), (got, expected)
+    assert mine == theirs, (mine, theirs)
+    return got

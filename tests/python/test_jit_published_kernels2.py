@@ -19,33 +19,13 @@ import sys
 
 import numpy as np
 import pytest
-from jit_check import check, run_json_on_every_path
+from jit_check import check, run_json_on_every_path, same_as_python
 
 import tessera
-from tessera import _core
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
 
 import published_kernels as suite_kernels  # noqa: E402
-
-
-@pytest.fixture(params=[1, 2], ids=["1t", "2t"])
-def threads(request):
-    before = _core.num_threads()
-    _core.set_num_threads(request.param)
-    yield request.param
-    _core.set_num_threads(before)
-
-
-def same_as_python(f, *args):
-    """f under tessera.jit and as plain Python on copies of args: the results and
-    every argument afterwards (lists and dicts included) must be equal."""
-    mine, theirs = copy.deepcopy(args), copy.deepcopy(args)
-    expected = f(*theirs)
-    got = tessera.jit(f)(*mine)
-    assert got == expected and type(got) is type(expected), (got, expected)
-    assert mine == theirs, (mine, theirs)
-    return got
 
 
 # ---------------------------------------------------------------- for ... else, while ... else

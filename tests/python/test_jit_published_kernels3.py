@@ -15,40 +15,19 @@ by test_jit_published_kernels.py's test_published_kernel_agrees_with_numpy).
   that a roll-back restores it).
 """
 
-import copy
 import math
 import os
 import sys
 
 import numpy as np
 import pytest
-from jit_check import cases_script, check, run_script
+from jit_check import cases_script, check, run_script, same_as_python
 
 import tessera
-from tessera import _core
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
 
 import published_kernels as suite_kernels  # noqa: E402
-
-
-@pytest.fixture(params=[1, 2], ids=["1t", "2t"])
-def threads(request):
-    before = _core.num_threads()
-    _core.set_num_threads(request.param)
-    yield request.param
-    _core.set_num_threads(before)
-
-
-def same_as_python(f, *args):
-    """f under tessera.jit and as plain Python on copies of args: the results and
-    every argument afterwards (lists and dicts included) must be equal."""
-    mine, theirs = copy.deepcopy(args), copy.deepcopy(args)
-    expected = f(*theirs)
-    got = tessera.jit(f)(*mine)
-    assert got == expected and type(got) is type(expected), (got, expected)
-    assert mine == theirs, (mine, theirs)
-    return got
 
 
 # ---------------------------------------------------------------- math's integer functions

@@ -7,17 +7,9 @@ import pytest
 
 import tessera.data as tdata
 import tessera.nn as tn
+from test_nn_keras_io_ninth import _same_weights  # the same weights given to both
 
 RNG = np.random.default_rng(0)
-
-
-def _same_weights(tm, km, scale=0.3):
-    """Keras's model and tessera's given the same random weights (in Keras's order)."""
-    rng = np.random.default_rng(1)
-    ws = [(rng.normal(size=np.shape(w)) * scale).astype(np.asarray(w).dtype)
-          for w in km.get_weights()]
-    km.set_weights(ws)
-    tm.set_weights(ws)
 
 
 def _close_weights(tm, km, tol=2e-4):
