@@ -197,6 +197,8 @@ void walk(const FNode& n, std::vector<char>& defined, BodyFacts& f, int depth,
         if (m == "zeros" || m == "ones" || m == "empty" || m == "zeros_like" ||
             m == "ones_like" || m == "empty_like" || m == "copy" || m == "copy_value")
           f.refuse = "the body makes arrays (np." + m + ")";
+        if (m == "iterate")  // lists are in the interpreter's table of objects
+          f.refuse = "the body iterates a list";
       }
       break;
     case Op::SetItem:
