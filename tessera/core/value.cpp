@@ -70,7 +70,84 @@ void Value::release_nested() noexcept {
   }
 }
 
+namespace {
+
+uint64_t mix_key_bits(uint64_t x) {  // a 64-bit finaliser (splitmix's)
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Numbers that compare equal hash alike: an int beyond 2**53 compares as
+// the double it rounds to (Value::equals), so it hashes as that double does.
+uint64_t hash_number(double d) {
+  if (d == std::floor(d) && std::fabs(d) < 9.2e18) return mix_key_bits(uint64_t(int64_t(d)));
+  uint64_t bits;
+  std::memcpy(&bits, &d, sizeof bits);
+  return mix_key_bits(bits);
+}
+
+uint64_t hash_int(int64_t i) {
+  constexpr int64_t kExact = int64_t{1} << 53;
+  if (i >= -kExact && i <= kExact) return mix_key_bits(uint64_t(i));
+  return hash_number(double(i));
+}
+
+}  // namespace
+
+uint64_t hash_key(const Value& key) {
+  switch (key.kind()) {
+    case ValueKind::boolean: return hash_int(key.as_bool() ? 1 : 0);
+    case ValueKind::integer: return hash_int(key.as_int());
+    case ValueKind::floating: return hash_number(key.as_float());
+    case ValueKind::string: return mix_key_bits(std::hash<std::string>{}(key.as_string()));
+    case ValueKind::list: {
+      uint64_t h = key.is_tuple() ? 0x7475706cULL : 0x6c697374ULL;
+      for (const Value& item : key.as_list()) {
+        // Nested containers (rare as keys) share one hash per kind: deep keys
+        // cost no recursion, and equals still decides.
+        const uint64_t ih = item.is_list() || item.is_dict() ? uint64_t(item.kind()) : hash_key(item);
+        h = mix_key_bits(h ^ (ih + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2)));
+      }
+      return h;
+    }
+    default: return mix_key_bits(uint64_t(key.kind()) + 0x51ed27ULL);
+  }
+}
+
+std::ptrdiff_t Dict::position_of(const Value& key, uint64_t hash) const {
+  const size_t mask = slots_.size() - 1;
+  const uint64_t tag = hash >> 32;
+  for (size_t i = hash & mask;; i = (i + 1) & mask) {
+    const uint64_t s = slots_[i];
+    if (s == 0) return -1;
+    const size_t pos = size_t(s & 0xffffffffULL) - 1;
+    if ((s >> 32) == tag && items[pos].first.equals(key)) return std::ptrdiff_t(pos);
+  }
+}
+
+void Dict::index_item(size_t position, uint64_t hash) {
+  const size_t mask = slots_.size() - 1;
+  size_t i = hash & mask;
+  while (slots_[i] != 0) i = (i + 1) & mask;
+  slots_[i] = ((hash >> 32) << 32) | uint64_t(position + 1);
+}
+
+void Dict::rebuild_index() {
+  size_t capacity = 16;
+  while (capacity < 2 * (items.size() + 1)) capacity *= 2;
+  slots_.assign(capacity, 0);
+  for (size_t p = 0; p < items.size(); ++p) index_item(p, hash_key(items[p].first));
+  indexed_ = items.size();
+}
+
 const Value* Dict::find(const Value& key) const {
+  if (indexed_ == items.size() && !slots_.empty()) {
+    const std::ptrdiff_t p = position_of(key, hash_key(key));
+    return p < 0 ? nullptr : &items[size_t(p)].second;
+  }
   for (const auto& [k, v] : items) {
     if (k.equals(key)) return &v;
   }
@@ -78,13 +155,63 @@ const Value* Dict::find(const Value& key) const {
 }
 
 void Dict::set(Value key, Value value) {
-  for (auto& [k, v] : items) {
-    if (k.equals(key)) {
-      v = std::move(value);
-      return;
+  if (items.size() + 1 < kDictIndexFrom && slots_.empty()) {
+    for (auto& [k, v] : items) {
+      if (k.equals(key)) {
+        v = std::move(value);
+        return;
+      }
     }
+    items.emplace_back(std::move(key), std::move(value));
+    return;
+  }
+  if (indexed_ != items.size() || slots_.empty()) rebuild_index();
+  const uint64_t h = hash_key(key);
+  const std::ptrdiff_t p = position_of(key, h);
+  if (p >= 0) {
+    items[size_t(p)].second = std::move(value);
+    return;
+  }
+  if (items.size() >= 0xfffffffeULL) {
+    throw std::length_error("[dict] a dict holds at most 4,294,967,294 items");
   }
   items.emplace_back(std::move(key), std::move(value));
+  if (2 * (items.size() + 1) > slots_.size()) {
+    rebuild_index();
+  } else {
+    index_item(items.size() - 1, h);
+    indexed_ = items.size();
+  }
+}
+
+void Dict::truncate(size_t n) {
+  if (n >= items.size()) return;
+  if (indexed_ == items.size() && !slots_.empty()) {
+    // Linear probing: a key's run of slots was laid before any newer key's,
+    // so the newest keys' slots can be emptied, newest first, without
+    // breaking an older key's run.
+    const size_t mask = slots_.size() - 1;
+    for (size_t p = items.size(); p-- > n;) {
+      size_t i = hash_key(items[p].first) & mask;
+      while (slots_[i] != 0 && (slots_[i] & 0xffffffffULL) != p + 1) i = (i + 1) & mask;
+      if (slots_[i] == 0) {  // not where it should be: walked until the next set()
+        slots_.clear();
+        indexed_ = 0;
+        break;
+      }
+      slots_[i] = 0;
+    }
+  }
+  items.erase(items.begin() + std::ptrdiff_t(n), items.end());
+  if (!slots_.empty()) indexed_ = items.size();
+}
+
+void Dict::erase_at(size_t position) {
+  items.erase(items.begin() + std::ptrdiff_t(position));
+  // The positions after it moved: a dict small again walks, a big one re-indexes.
+  slots_.clear();
+  indexed_ = 0;
+  if (items.size() >= kDictIndexFrom) rebuild_index();
 }
 
 bool Value::truthy(const char* op) const {

@@ -34,11 +34,39 @@ struct TupleMark {
 };
 
 // An ordered dictionary with scalar or string keys (insertion order kept).
+//
+// Lookups hash: once a dict has kDictIndexFrom items, set() keeps an index of
+// the items' positions by their keys' hashes (open addressing), so `in`,
+// reads and writes take constant time instead of a walk over the items. The
+// index is built only by the writers (set, erase_at, truncate), never by a
+// lookup, so a dict shared between threads is only read. Items pushed onto
+// `items` directly are found by a walk until the next set() rebuilds the
+// index; anything that removes or reorders items must go through erase_at
+// or truncate.
 struct Dict {
+  static constexpr size_t kDictIndexFrom = 8;
+
   std::vector<std::pair<Value, Value>> items;
   const Value* find(const Value& key) const;
   void set(Value key, Value value);
+  void erase_at(size_t position);  // removes items[position], keeping the index true
+  // Keeps the first n items (a roll-back of the keys added since): the
+  // newest go first, so the index stays true without a rebuild.
+  void truncate(size_t n);
+
+ private:
+  std::ptrdiff_t position_of(const Value& key, uint64_t hash) const;
+  void index_item(size_t position, uint64_t hash);
+  void rebuild_index();
+  // Each slot: the key's hash in the high 32 bits, position + 1 in the low
+  // 32 (0: empty). Valid while indexed_ == items.size().
+  std::vector<uint64_t> slots_;
+  size_t indexed_ = 0;
 };
+
+// A hash of a dict key consistent with Value::equals: numbers equal across
+// bool, int and float hash alike (1, 1.0 and True), tuples by their items.
+uint64_t hash_key(const Value& key);
 
 // A Python-style slice start:stop:step; absent parts are nullopt.
 struct Slice {
@@ -142,6 +170,13 @@ class Value {
     return p.use_count() == 1 ? const_cast<List*>(p.get()) : nullptr;
   }
   const Dict& as_dict() const { return *std::get<std::shared_ptr<const Dict>>(v_); }
+  // The dict this Value alone holds, to change in place (`d[k] = v` in a
+  // loop without copying d each time); null when it is shared or no dict.
+  Dict* unique_dict() {
+    if (!is_dict()) return nullptr;
+    auto& p = std::get<std::shared_ptr<const Dict>>(v_);
+    return p.use_count() == 1 ? const_cast<Dict*>(p.get()) : nullptr;
+  }
   const std::shared_ptr<const Callable>& as_function() const {
     return std::get<std::shared_ptr<const Callable>>(v_);
   }

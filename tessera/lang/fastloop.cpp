@@ -996,7 +996,7 @@ Reg FastLoop::Impl::getitem_general(const FNode& n, const Reg& x, const Reg* idx
   for (size_t k = 0; k < done; ++k) vals.push_back(to_value(idx[k], st));
   for (size_t k = done + 1; k < n.kids.size(); ++k)
     vals.push_back(to_value(eval(n.kids[k], st), st));
-  ++st.general_ops;
+  count_general(vals, st);
   Value r;
   try {
     r = n.call->compute(vals);
@@ -1149,27 +1149,37 @@ Reg FastLoop::Impl::object_setitem(const FNode& n, const Reg& x, const Reg& v,
     throw BAIL;  // the general path raises it at the user's line
   }
   Value item = to_value(v, st);
-  std::shared_ptr<Dict>* mine = nullptr;
-  for (auto& [slot, d] : st.own_dicts) {
-    if (slot == x.a) mine = &d;
-  }
   Value& held = st.objects[o];
-  // Changed in place only when this run copied it since the checkpoint (the
-  // dict before is in list_undo) and nothing but the slot holds the copy.
-  const bool own = mine && st.object_logged[o] == st.epoch && mine->get() == &held.as_dict() &&
-                   mine->use_count() == 2;
-  if (!own) {
+  Dict* d = held.unique_dict();
+  // Changed in place, as a list's append: made since the checkpoint (a
+  // roll-back drops it), or with its changes since logged as its length
+  // then (the keys added since are cut) and the value before of each key
+  // it had that is written; a dict held elsewhere too (the frame's
+  // variable) is copied once, the one before kept whole.
+  const bool fresh = d && st.object_epoch[o] == st.epoch;
+  const bool whole_kept = std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(), x.a) !=
+                          st.snapshot_lists.end();
+  if (!d || (!fresh && !whole_kept)) {
     if (st.object_logged[o] != st.epoch) {
       st.object_logged[o] = st.epoch;
       st.logged_objects.push_back(x.a);
-      st.list_undo.push_back({x.a, -2, held});
+      if (d) st.list_undo.push_back({x.a, static_cast<int64_t>(d->items.size()), Value()});
     }
-    auto copy = std::make_shared<Dict>(held.as_dict());
-    held = Value(std::shared_ptr<const Dict>(copy));
-    if (!mine) mine = &st.own_dicts.emplace_back(x.a, nullptr).second;
-    *mine = std::move(copy);
+    if (!d) {
+      st.list_undo.push_back({x.a, -2, held});
+      st.snapshot_lists.push_back(x.a);
+      held = Value(Dict(held.as_dict()));
+      d = held.unique_dict();
+    } else if (const Value* old = d->find(key)) {
+      // Its position: items are pairs, `old` the second of one of them.
+      const auto pos = static_cast<int64_t>(
+          (reinterpret_cast<const char*>(old) -
+           reinterpret_cast<const char*>(&d->items.front().second)) /
+          static_cast<std::ptrdiff_t>(sizeof(d->items.front())));
+      st.list_undo.push_back({x.a, State::kDictItemUndo - pos, *old});
+    }
   }
-  (*mine)->set(std::move(key), std::move(item));
+  d->set(std::move(key), std::move(item));
   ++st.inline_ops;
   return x;
 }
@@ -1305,8 +1315,22 @@ Reg FastLoop::Impl::call(const FNode& n, State& st) const {
   return call_values(n, vals, st);
 }
 
+// A primitive the loop calls: an array operation (the loop may go the
+// general way when those are most of its work, see run), or one on lists,
+// dicts, strings and numbers (`k in d`, `d[k]`), which the general path
+// would do no faster.
+void FastLoop::Impl::count_general(const std::vector<Value>& vals, State& st) {
+  for (const Value& v : vals) {
+    if (v.is_array() || v.is_tiled()) {
+      ++st.general_ops;
+      return;
+    }
+  }
+  ++st.inline_ops;
+}
+
 Reg FastLoop::Impl::call_values(const FNode& n, std::vector<Value>& vals, State& st) const {
-  ++st.general_ops;
+  count_general(vals, st);
   if (n.spec->writes) {
     // The elements it may write, as they are now (small arrays only: a
     // large one goes the general way, where the copy would cost more than
@@ -1637,6 +1661,18 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
     const auto keep = static_cast<size_t>(it->index);
     if (it->index == -2) {
       list = std::move(it->old);
+    } else if (list.is_dict()) {
+      Dict* d = list.unique_dict();
+      if (!d) {  // shared since (not by the loop's own changes): a copy of its own
+        list = Value(Dict(list.as_dict()));
+        d = list.unique_dict();
+      }
+      if (it->index >= 0) {
+        d->truncate(keep);
+      } else if (const auto pos = static_cast<size_t>(State::kDictItemUndo - it->index);
+                 pos < d->items.size()) {
+        d->items[pos].second = std::move(it->old);
+      }
     } else if (list.is_list() && list.as_list().size() > keep) {
       if (List* items = list.unique_list())
         items->resize(keep);
@@ -1944,7 +1980,6 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     st.logged_objects.clear();
     st.snapshots.clear();
     st.snapshot_elements = 0;
-    st.own_dicts.clear();
     st.snapshot_lists.clear();
     st.draws = 0;
     st.stream_at_checkpoint = random_stream_position();

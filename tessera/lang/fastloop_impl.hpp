@@ -204,6 +204,9 @@ struct FastLoop::Impl {
     bool in_place = false;
     const Value* const_arg = nullptr;
     std::vector<FNode> kids;
+    // Native code only: the counters of the nodes a chained access was
+    // flattened from (`A[i][j]`'s inner getitem), counted with this one's.
+    std::vector<int> also_count;
   };
   // A variable of the frame `depth` frames up from the loop's; a negative
   // depth is a local of a function called inline (its own register at
@@ -276,20 +279,19 @@ struct FastLoop::Impl {
     uint32_t epoch = 1;  // the checkpoint's number
     std::vector<Value> objects;
     std::vector<int32_t> free_objects;  // released slots of `objects` (sweep)
-    // Changes to lists held in `objects` since the checkpoint, undone
-    // newest first by a roll-back: a list's length before its first append
-    // (`index`; the appends since are cut off) or the list a shared one was
-    // copied from (`index` -2, `old` the list before).
+    // Changes to lists and dicts held in `objects` since the checkpoint,
+    // undone newest first by a roll-back: a list's length before its first
+    // append or a dict's before its first write (`index`; the items added
+    // since are cut off), the list or dict a shared one was copied from
+    // (`index` -2, `old` the one before), or a dict item's value before a
+    // write (`index` kDictItemUndo - its position, `old` that value).
+    static constexpr int64_t kDictItemUndo = -3;
     struct ListUndo {
       int32_t obj;
       int64_t index;
       Value old;
     };
     std::vector<ListUndo> list_undo;
-    // Dicts a setitem copied since the checkpoint (the one before logged in
-    // list_undo), by object slot: changed in place while only that slot
-    // holds the copy besides this entry.
-    std::vector<std::pair<int32_t, std::shared_ptr<Dict>>> own_dicts;
     // Lists whose whole value before an item write is in list_undo since the
     // checkpoint (by slot); both tables are emptied at each checkpoint.
     std::vector<int32_t> snapshot_lists;
@@ -464,6 +466,7 @@ struct FastLoop::Impl {
   static bool list_push(State& st, int32_t obj, Value v);
   // The primitive of `n` on `vals` by the general code (compute()), after a
   // snapshot of what it writes into for one that writes.
+  static void count_general(const std::vector<Value>& vals, State& st);
   __attribute__((noinline)) Reg call_values(const FNode& n, std::vector<Value>& vals,
                                             State& st) const;
   void rollback(State& st, size_t objects_before) const;

@@ -270,7 +270,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_list_append),
                           reinterpret_cast<void*>(&native_list_len),
                           reinterpret_cast<void*>(&native_list_get),
-                          reinterpret_cast<void*>(&native_list_iterate)};
+                          reinterpret_cast<void*>(&native_list_iterate),
+                          reinterpret_cast<void*>(&native_row_view)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -376,8 +377,25 @@ struct Retry {
   int reg;
 };
 
+// A variable holding a view of an array variable's row (`row = A[i]`,
+// `for row in A`): `from` A's register, `nidx` the indices given.
+struct RowOf {
+  int from;
+  size_t nidx;
+  int fixed;  // the array variable `from` always holds (itself, or what it aliases)
+};
+
 struct Gen {
   const FastLoop::Impl& im;
+  // The loop's condition and body as compiled: im's, or a copy with chained
+  // element accesses flattened (ChainFlattener).
+  const FNode& loop_cond;
+  const FNode& loop_body;
+  // Row variables (ChainFlattener::rows): the register holds the row's
+  // base, extents and strides in its slots, and no array entry (payload -1)
+  // until the state goes back to the interpreter (store_state makes one).
+  std::map<int, RowOf> rows;
+  std::map<int, llvm::Value*> row_off;  // the row's first element, from A's (an i64 alloca)
   const std::vector<Reg>& regs;
   const std::vector<ArrEntry>& arrays;
   const std::vector<Value>& objects;
@@ -480,11 +498,12 @@ struct Gen {
   int64_t bails = 0;                    // bail_if()s emitted so far (a constant false aside)
   llvm::Value* interrupt_at = nullptr;  // the interrupt flag's address (NativeCtx::interrupt)
 
-  Gen(const FastLoop::Impl& im_, const std::vector<Reg>& regs_,
-      const std::vector<ArrEntry>& arrays_, const std::vector<Value>& objects_,
-      llvm::LLVMContext& c, llvm::Module& m, const std::vector<bool>& dyn_)
-      : im(im_), regs(regs_), arrays(arrays_), objects(objects_), ctx(c), mod(m), b(c),
-        dyn(dyn_) {
+  Gen(const FastLoop::Impl& im_, const FNode& cond_, const FNode& body_,
+      const std::vector<Reg>& regs_, const std::vector<ArrEntry>& arrays_,
+      const std::vector<Value>& objects_, llvm::LLVMContext& c, llvm::Module& m,
+      const std::vector<bool>& dyn_, const std::map<int, RowOf>& rows_)
+      : im(im_), loop_cond(cond_), loop_body(body_), rows(rows_), regs(regs_), arrays(arrays_),
+        objects(objects_), ctx(c), mod(m), b(c), dyn(dyn_) {
     i1 = b.getInt1Ty();
     i8 = b.getInt8Ty();
     i32 = b.getInt32Ty();
@@ -754,6 +773,63 @@ struct Gen {
     b.CreateStore(b.getFalse(), snapped[r]);
     b.CreateStore(b.getTrue(), def[r]);
     b.CreateStore(b.getInt8(1), asg[r]);
+  }
+
+  // r = x[i...]: a row (a view) of array variable x in register r's slots,
+  // its entry made only if the state goes back to the interpreter.
+  void set_row(int r, const RowOf& row, const FNode& g) {
+    const int x = row.from;
+    if (kind[x] != Reg::Arr || !atype[x].indexable)
+      throw Refuse{"a row of what is not an array variable"};
+    const ArrT& xt = atype[x];
+    const ArrT t{xt.dt, xt.nd - static_cast<int>(row.nidx), xt.writable, true, xt.unit_last};
+    if (kind[r] == Reg::Undef) {
+      kind[r] = Reg::Arr;
+      atype[r] = t;
+    }
+    const ArrT& rt = atype[r];
+    if (kind[r] != Reg::Arr || rt.dt != t.dt || rt.nd != t.nd || !rt.indexable ||
+        (rt.writable && !t.writable) || (rt.unit_last && !t.unit_last)) {
+      bail_if(b.getTrue());  // another kind of value: the interpreter's
+      return;
+    }
+    ensure_slots(r);
+    llvm::Value*& off_slot = row_off[r];
+    if (!off_slot) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      off_slot = e.CreateAlloca(i64);
+      e.CreateStore(e.getInt64(0), off_slot);
+    }
+    llvm::Value* off = b.getInt64(0);
+    for (size_t k = 0; k < row.nidx; ++k) {
+      CV i = eval(g.kids[1 + k]);
+      if (!is_int(static_cast<Reg::Kind>(i.k))) throw Refuse{"an index that is not an int"};
+      llvm::Value* ext = ashape(x, k);
+      llvm::Value* j =
+          b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
+      bail_if(b.CreateICmpUGE(j, ext));  // the general path's IndexError
+      off = b.CreateAdd(off, b.CreateMul(j, astride(x, k)));
+    }
+    const int64_t size = dtype_size(xt.dt);
+    std::vector<llvm::Value*> sh, st;
+    for (int d = 0; d < t.nd; ++d) {
+      sh.push_back(ashape(x, row.nidx + static_cast<size_t>(d)));
+      st.push_back(astride(x, row.nidx + static_cast<size_t>(d)));
+    }
+    b.CreateStore(b.CreateInBoundsGEP(i8, abase(x), b.CreateMul(off, b.getInt64(size))),
+                  slot_base[r]);
+    for (int d = 0; d < t.nd; ++d) {
+      b.CreateStore(sh[static_cast<size_t>(d)], slot_shape[r][static_cast<size_t>(d)]);
+      b.CreateStore(st[static_cast<size_t>(d)], slot_stride[r][static_cast<size_t>(d)]);
+    }
+    b.CreateStore(b.getInt64(-1), slot_pay[r]);
+    b.CreateStore(b.getFalse(), slot_fresh[r]);
+    b.CreateStore(off, off_slot);
+    b.CreateStore(b.getFalse(), snapped[r]);
+    b.CreateStore(b.getTrue(), def[r]);
+    b.CreateStore(b.getInt8(1), asg[r]);
+    count(g.counter);
+    for (int c : g.also_count) count(c);
   }
 
   // np.zeros(n), np.ones(n), np.empty(n) (float64), and np.zeros_like(x),
@@ -1446,6 +1522,7 @@ struct Gen {
     const size_t nidx = n.kids.size() - 1;
     if (!e.indexable || static_cast<size_t>(e.nd) != nidx)
       throw Refuse{"indexing that does not select one element"};
+    if (rows.count(r) && maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
     llvm::Type* t;
     int k;
     switch (e.dt) {
@@ -1474,6 +1551,7 @@ struct Gen {
     if (k == Reg::NpF32) v = b.CreateFPExt(v, f64);
     if (k == Reg::NpI32) v = b.CreateSExt(v, i64);
     count(n.counter);
+    for (int c : n.also_count) count(c);
     return CV{k, v};
   }
 
@@ -1610,6 +1688,7 @@ struct Gen {
     }
     b.CreateStore(x, p);
     count(n.counter);
+    for (int c : n.also_count) count(c);
     return CV{Reg::Arr, nullptr, nullptr, r};
   }
 
@@ -1719,6 +1798,10 @@ struct Gen {
     }
     if (is_iterate(n)) {
       CV v = eval_any(n.kids[0]);
+      if (v.k == Reg::Arr && atype[v.arr].nd >= 1) {  // an array is its own items (its rows)
+        count(n.slot);
+        return v;
+      }
       if (v.k != Reg::Obj) throw Refuse{"'iterate' of what is not a list"};
       if (iterate_alias.count(&n)) {  // the list itself (a dict's keys: the interpreter's)
         auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
@@ -1956,6 +2039,10 @@ struct Gen {
       case Op::Var:
         return read(n.reg);
       case Op::Assign: {
+        if (auto row = rows.find(n.reg); row != rows.end()) {
+          set_row(n.reg, row->second, n.kids[0]);
+          return CV{Reg::Nil};
+        }
         ArrT t;
         if (rebinds[n.reg] && alloc_type(n.kids[0], t)) {
           alloc_into(n.reg, n.kids[0], t);
@@ -3090,6 +3177,10 @@ struct Gen {
     const size_t nr = regs.size();
     llvm::Value* cp = ctx_ptr(offsetof(NativeCtx, counts));
     for (size_t r = 0; r < nr; ++r) {
+      if (slot_base[r] && kind[r] == Reg::Arr && rows.count(static_cast<int>(r))) {
+        store_row(static_cast<int>(r), get);
+        continue;
+      }
       if (slot_base[r] && kind[r] == Reg::Arr) {  // an array register that may change
         llvm::Value* d = get(def[r], i1);
         b.CreateStore(b.CreateSelect(d, b.getInt8(Reg::Arr), b.getInt8(Reg::Undef)),
@@ -3122,6 +3213,35 @@ struct Gen {
     b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
   }
 
+  // Row register r to the context's registers: its entry, made now
+  // (native_row_view) when it has none yet; Undef when it holds no row or
+  // the entry cannot be made.
+  void store_row(int r, const Getter& get) {
+    const RowOf& row = rows.at(r);
+    llvm::Value* d = get(def[r], i1);
+    llvm::Value* pay = get(slot_pay[r], i64);
+    llvm::Value* off = row_off.count(r) ? get(row_off[r], i64) : b.getInt64(0);
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    llvm::BasicBlock* make = llvm::BasicBlock::Create(ctx, "row_entry", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "row_stored", fn);
+    b.CreateCondBr(b.CreateAnd(d, b.CreateICmpSLT(pay, b.getInt64(0))), make, done);
+    b.SetInsertPoint(make);
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i64, i64}, false);
+    llvm::Value* made =
+        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_row_view), ft),
+                     {cptr, apay(row.from), off, b.getInt64(static_cast<int64_t>(row.nidx))});
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    llvm::PHINode* entry = b.CreatePHI(i64, 2);
+    entry->addIncoming(pay, from);
+    entry->addIncoming(made, make);
+    llvm::Value* held = b.CreateAnd(d, b.CreateICmpSGE(entry, b.getInt64(0)));
+    b.CreateStore(b.CreateSelect(held, b.getInt8(Reg::Arr), b.getInt8(Reg::Undef)),
+                  field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8));
+    b.CreateStore(entry, field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
+    b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
+  }
+
   // Object register r ({Obj, index}, or Undef) to the context's registers.
   void store_obj(size_t r, llvm::Value* d, llvm::Value* index) {
     b.CreateStore(b.CreateSelect(d, b.getInt8(Reg::Obj), b.getInt8(Reg::Undef)),
@@ -3145,6 +3265,7 @@ struct Gen {
         snap(def[r], i1);
         snap(slot_pay[r], i64);
         snap(asg[r], i8);
+        if (row_off.count(static_cast<int>(r))) snap(row_off[static_cast<int>(r)], i64);
         continue;
       }
       if (kind[r] == Reg::Obj && val[r]) {
@@ -3219,7 +3340,7 @@ struct Gen {
       no_overflow.insert(rl.inc);
     else
       pr.insert(rl.inc);
-    for (size_t q = 0; q < im.body.kids.size(); ++q) collect(im.body.kids[q], rl, q, hs, pr);
+    for (size_t q = 0; q < loop_body.kids.size(); ++q) collect(loop_body.kids[q], rl, q, hs, pr);
     return range_ok(rl, hs, k0, e0);
   }
 
@@ -3233,8 +3354,8 @@ struct Gen {
       if (alloc_name(n)) makes_arrays = true;
       for (const FNode& k : n.kids) walk(k);
     };
-    walk(im.cond);
-    walk(im.body);
+    walk(loop_cond);
+    walk(loop_body);
     for (bool more = true; more;) {
       more = false;
       for (const FNode* a : asg_nodes) {
@@ -3247,7 +3368,8 @@ struct Gen {
         // variable's array changes too (its parameters otherwise hold the
         // caller's fixed arrays, whose accesses stay hoisted).
         const bool local = static_cast<size_t>(r) < im.vars.size() && im.vars[r].depth < 0;
-        const bool from_var = v.op == Op::Var && (rebinds[v.reg] || !local);
+        const FNode& src = is_iterate(v) && iterates_array(v) ? v.kids[0] : v;
+        const bool from_var = src.op == Op::Var && (rebinds[src.reg] || !local);
         if (alloc_name(v) || from_var) rebinds[r] = more = true;
       }
     }
@@ -3258,13 +3380,14 @@ struct Gen {
   void find_lists() {
     std::vector<const FNode*> asg;
     std::function<void(const FNode&)> walk = [&](const FNode& n) {
-      if (n.op == Op::NewList || is_iterate(n)) lists = makes_arrays = true;
+      if (n.op == Op::NewList || (is_iterate(n) && !iterates_array(n)))
+        lists = makes_arrays = true;
       if (n.op == Op::Append) lists = true;
       if (n.op == Op::Assign) asg.push_back(&n);
       for (const FNode& k : n.kids) walk(k);
     };
-    walk(im.cond);
-    walk(im.body);
+    walk(loop_cond);
+    walk(loop_body);
     find_iterate_aliases();
     item_kind.assign(regs.size(), -1);
     for (size_t r = 0; r < regs.size(); ++r) {
@@ -3303,8 +3426,8 @@ struct Gen {
       if (n.op == Op::Assign || n.op == Op::Append) ++assigns[n.reg];
       for (const FNode& k : n.kids) tally(k);
     };
-    tally(im.cond);
-    tally(im.body);
+    tally(loop_cond);
+    tally(loop_body);
     std::function<void(const FNode&)> walk = [&](const FNode& blk) {
       for (const FNode& k : blk.kids) walk(k);
       if (blk.op != Op::Block) return;
@@ -3328,8 +3451,14 @@ struct Gen {
         no_held[it] = true;
       }
     };
-    walk(im.cond);
-    walk(im.body);
+    walk(loop_cond);
+    walk(loop_body);
+  }
+  // `iterate(x)` of a variable holding an array when the loop starts (its
+  // value is the array itself).
+  bool iterates_array(const FNode& n) const {
+    const FNode& x = n.kids[0];
+    return x.op == Op::Var && regs[static_cast<size_t>(x.reg)].k == Reg::Arr;
   }
   static bool is_iterate(const FNode& n) {
     return n.op == Op::Call && n.spec && n.spec->name == "iterate" && n.kids.size() == 1;
@@ -3347,8 +3476,8 @@ struct Gen {
       }
       for (const FNode& k : n.kids) walk(k);
     };
-    walk(im.cond);
-    walk(im.body);
+    walk(loop_cond);
+    walk(loop_body);
     for (size_t r = 0; r < regs.size(); ++r) const_only[r] = const_only[r] && !other[r];
   }
 
@@ -3372,8 +3501,10 @@ struct Gen {
     sweeps.push_back(go);
     for (size_t r = 0; r < regs.size(); ++r) {
       if (!slot_base[r]) continue;
-      llvm::Value* k =
-          b.CreateSelect(b.CreateLoad(i1, def[r]), b.getInt8(Reg::Arr), b.getInt8(Reg::Undef));
+      llvm::Value* holds = b.CreateLoad(i1, def[r]);
+      if (rows.count(static_cast<int>(r)))  // a row not made an entry holds none
+        holds = b.CreateAnd(holds, b.CreateICmpSGE(b.CreateLoad(i64, slot_pay[r]), b.getInt64(0)));
+      llvm::Value* k = b.CreateSelect(holds, b.getInt8(Reg::Arr), b.getInt8(Reg::Undef));
       b.CreateStore(k, field(regp, static_cast<int64_t>(r * sizeof(Reg)), i8));
       b.CreateStore(b.CreateLoad(i64, slot_pay[r]),
                     field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
@@ -3390,7 +3521,7 @@ struct Gen {
   // The body's value as the loop's value so far.
   void body_turn() {
     if (makes_arrays) sweep_point();
-    CV v = eval_any(im.body);
+    CV v = eval_any(loop_body);
     b.CreateStore(kind_of(v), last_k);
     b.CreateStore(to_payload(v), last_p);
   }
@@ -3467,7 +3598,7 @@ struct Gen {
     llvm::Value *k0, *e0;
     llvm::Value* ok = hoist(rl, hs, pr, k0, e0);
     std::set<int> copy;
-    ok = b.CreateAnd(ok, nest_ok(im.body, rl, k0, e0, pr, copy));
+    ok = b.CreateAnd(ok, nest_ok(loop_body, rl, k0, e0, pr, copy));
     llvm::BasicBlock* pre = llvm::BasicBlock::Create(ctx, "tnest", fn);
     llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
     b.CreateCondBr(ok, pre, top);
@@ -3494,8 +3625,8 @@ struct Gen {
         if (h.n->op == Op::SetItem) only_written.insert(h.arr);
       for (int r : copy) only_written.insert(r);
       std::vector<int> reads(regs.size(), 0);
-      count_reads(im.cond, reads);
-      count_reads(im.body, reads);
+      count_reads(loop_cond, reads);
+      count_reads(loop_body, reads);
       for (auto it = only_written.begin(); it != only_written.end();)
         it = reads[*it] ? only_written.erase(it) : std::next(it);
       std::vector<Hoisted> logged;
@@ -3605,6 +3736,7 @@ struct Gen {
     slot_shape.assign(nr, {});
     slot_stride.assign(nr, {});
     find_rebinds();
+    for (const auto& [r, row] : rows) rebinds[static_cast<size_t>(r)] = true;
     find_const_only();
     find_lists();
     strong.assign(nr, nullptr);
@@ -3653,6 +3785,18 @@ struct Gen {
         kind[r] = Reg::Obj;  // Nil, objects: only if the loop never reads or writes it
       }
     }
+    // Row variables unassigned at the start: their kind and slots already
+    // (a read before the turn's assignment, on a turn after the first,
+    // reads the row of the turn before; on the first, a bail).
+    for (const auto& [r, row] : rows) {
+      const auto ru = static_cast<size_t>(r);
+      if (kind[ru] != Reg::Undef || kind[static_cast<size_t>(row.fixed)] != Reg::Arr) continue;
+      const ArrT& xt = atype[static_cast<size_t>(row.fixed)];
+      if (!xt.indexable || xt.nd <= static_cast<int>(row.nidx)) continue;
+      kind[ru] = Reg::Arr;
+      atype[ru] = ArrT{xt.dt, xt.nd - static_cast<int>(row.nidx), xt.writable, true, xt.unit_last};
+      ensure_slots(r);
+    }
     if (lists) {
       held = b.CreateAlloca(i32, b.getInt32(static_cast<uint32_t>(std::max<size_t>(nr, 1))));
       for (size_t r = 0; r < nr; ++r) {
@@ -3689,7 +3833,7 @@ struct Gen {
     // A range loop with lists goes through the general turns (a bail there
     // goes back to the call's start, where the interpreter's roll-back
     // takes back the lists' changes; top_range's goes to the turn's start).
-    if (range_loop(im.cond, im.body, rl) && (rl.loops_in || !lists)) {
+    if (range_loop(loop_cond, loop_body, rl) && (rl.loops_in || !lists)) {
       if (rl.loops_in)
         top_nest(rl, top, done, checkpoint, interrupted, max_turns, turns);
       else
@@ -3711,7 +3855,7 @@ struct Gen {
     b.SetInsertPoint(turn);
     b.CreateStore(b.CreateAdd(t, b.getInt64(1)), turns);
     llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "outer_body", fn);
-    b.CreateCondBr(cond(im.cond), body, done);
+    b.CreateCondBr(cond(loop_cond), body, done);
     b.SetInsertPoint(body);
     loops.push_back({top, done, nullptr, nullptr});
     body_turn();
@@ -3760,6 +3904,187 @@ struct Gen {
 
 void* const* native_helpers() { return kHelpers; }
 
+namespace {
+
+// `A[i][j]` and `A[i][j] = v` (`A = setitem(A, setitem(getitem(A, i), v, j),
+// i)` as translated) of a variable A holding an array of two or more dims
+// when the loop starts, rewritten as `A[i, j]` and `A = setitem(A, v, i,
+// j)`: one element access instead of a row made and indexed. The same for
+// an integer index as NumPy's: A[i] of a 2-D array is a view of row i, whose
+// element j is A[i, j] and whose writes are A's. The compiled code keeps A's
+// dims (another array in A is a bail), and its element accesses take only
+// int indices (any other kind: no native code), so the rewrite holds
+// wherever the code runs. The interpreter keeps the loop as written.
+class ChainFlattener {
+ public:
+  using FNode = FastLoop::Impl::FNode;
+  ChainFlattener(const std::vector<Reg>& regs, const std::vector<ArrEntry>& arrays)
+      : regs_(regs), arrays_(arrays) {}
+
+  // True when `n` has a chain to flatten (then rewrite a copy of it).
+  bool has_chain(const FNode& n) const {
+    if (n.op == Op::GetItem && n.kids.size() >= 2 && n.kids[0].op == Op::GetItem) return true;
+    if (n.op == Op::SetItem && n.kids.size() >= 3 && n.kids[1].op == Op::SetItem) return true;
+    for (const FNode& k : n.kids)
+      if (has_chain(k)) return true;
+    return false;
+  }
+
+  // The row variables of a loop (after rewrite): `r = x[i...]`, a
+  // statement (not the body's last: its value would be the loop's) and r's
+  // only assignment, of an array variable x of more dims than indices that
+  // the loop assigns only by element writes, with r read only as the array
+  // of element reads. r's element reads are then x's elements, with no
+  // array made per turn.
+  std::map<int, RowOf> rows(const FNode& cond, const FNode& body) const {
+    Tally t;
+    tally(cond, false, t);
+    if (body.op == Op::Block) {
+      for (size_t k = 0; k < body.kids.size(); ++k)
+        tally(body.kids[k], k + 1 < body.kids.size(), t);
+    } else {
+      tally(body, false, t);
+    }
+    std::map<int, RowOf> out;
+    for (const auto& [r, a] : t.candidate) {
+      const FNode& g = a->kids[0];
+      const int x = g.kids[0].reg;
+      const size_t nidx = g.kids.size() - 1;
+      // x is fixed for the loop, or only ever the same fixed array (`for
+      // row in t` nested in another loop: its hidden `it = iterate(t)`).
+      int fixed = x;
+      if (t.rebound.count(x)) {
+        auto al = t.alias_of.find(x);
+        if (al == t.alias_of.end() || al->second < 0 || t.rebound.count(al->second)) continue;
+        fixed = al->second;
+      }
+      const Reg::Kind k0 = regs_[static_cast<size_t>(r)].k;
+      if (x == r || fixed == r || t.assigns[r] != 1 || t.reads[r] != t.array_reads[r] ||
+          dims_of_reg(fixed) <= static_cast<int>(nidx) || (k0 != Reg::Undef && k0 != Reg::Arr))
+        continue;
+      out[r] = RowOf{x, nidx, fixed};
+    }
+    return out;
+  }
+
+  void rewrite(FNode& n) const {
+    for (FNode& k : n.kids) rewrite(k);
+    if (n.op == Op::GetItem && n.kids.size() >= 2 && n.kids[0].op == Op::GetItem) {
+      // (A[p...])[q...] with A[p...] a view: A[p..., q...]
+      const FNode& inner = n.kids[0];
+      const int nd = dims_of(inner);
+      if (nd < 0 || static_cast<int>(inner.kids.size() - 1) >= nd) return;
+      std::vector<FNode> kids(inner.kids.begin(), inner.kids.end());
+      kids.insert(kids.end(), n.kids.begin() + 1, n.kids.end());
+      merge_counts(n, inner);
+      n.kids = std::move(kids);
+      return;
+    }
+    if (n.op == Op::SetItem && n.kids.size() >= 3 && n.kids[1].op == Op::SetItem &&
+        n.kids[1].kids.size() >= 3) {
+      // T = setitem(T, setitem(T[p...], v, q...), p...): T[p..., q...] = v,
+      // T being A or a view A[r...] of it.
+      const FNode& target = n.kids[0];
+      const FNode& write = n.kids[1];
+      const FNode& view = write.kids[0];
+      const int nd = target.op == Op::Var ? dims_of_var(target) : dims_of(target);
+      if (nd < 0 || view.op != Op::GetItem) return;
+      const size_t pre = target.op == Op::Var ? 0 : target.kids.size() - 1;
+      const size_t np = n.kids.size() - 2;
+      if (view.kids.size() != 1 + pre + np || static_cast<int>(pre + np) >= nd) return;
+      const FNode& root = target.op == Op::Var ? target : target.kids[0];
+      if (!same(view.kids[0], root)) return;
+      for (size_t k = 0; k < pre; ++k)
+        if (!same(view.kids[1 + k], target.kids[1 + k])) return;
+      for (size_t k = 0; k < np; ++k)
+        if (!same(view.kids[1 + pre + k], n.kids[2 + k])) return;
+      merge_counts(n, write);
+      merge_counts(n, view);
+      std::vector<FNode> kids;
+      kids.push_back(target);
+      kids.push_back(write.kids[1]);
+      kids.insert(kids.end(), n.kids.begin() + 2, n.kids.end());
+      kids.insert(kids.end(), write.kids.begin() + 2, write.kids.end());
+      n.kids = std::move(kids);
+    }
+  }
+
+ private:
+  static void merge_counts(FNode& into, const FNode& from) {
+    if (from.counter >= 0) into.also_count.push_back(from.counter);
+    into.also_count.insert(into.also_count.end(), from.also_count.begin(), from.also_count.end());
+  }
+
+  struct Tally {
+    std::map<int, int> assigns, reads, array_reads;
+    std::map<int, const FNode*> candidate;
+    std::set<int> rebound;  // assigned other than by x = setitem(x, ...)
+    // A variable whose every assignment is `x = t` or `x = iterate(t)` of
+    // one variable t: t (-1: assigned anything else or from several).
+    std::map<int, int> alias_of;
+  };
+  // `statement`: n is a statement of a block whose value is not the loop's.
+  void tally(const FNode& n, bool statement, Tally& t) const {
+    if (n.op == Op::Assign) {
+      ++t.assigns[n.reg];
+      const FNode& v = n.kids[0];
+      if (!(v.op == Op::SetItem && v.kids[0].op == Op::Var && v.kids[0].reg == n.reg)) {
+        t.rebound.insert(n.reg);
+        const bool iter = v.op == Op::Call && v.spec && v.spec->name == "iterate" &&
+                          v.kids.size() == 1;
+        const FNode& src = iter ? v.kids[0] : v;
+        const int from = src.op == Op::Var ? src.reg : -1;
+        auto [it, fresh] = t.alias_of.emplace(n.reg, from);
+        if (!fresh && it->second != from) it->second = -1;
+      }
+      if (statement && v.op == Op::GetItem && v.kids.size() >= 2 && v.kids[0].op == Op::Var)
+        t.candidate[n.reg] = &n;
+    }
+    if (n.op == Op::Var) ++t.reads[n.reg];
+    if (n.op == Op::GetItem && !n.kids.empty() && n.kids[0].op == Op::Var)
+      ++t.array_reads[n.kids[0].reg];
+    const bool block = n.op == Op::Block;
+    for (const FNode& k : n.kids) tally(k, block, t);
+  }
+
+  // The dims of the array variable `v` holds when the loop starts (-1: none).
+  int dims_of_var(const FNode& v) const { return v.op == Op::Var ? dims_of_reg(v.reg) : -1; }
+  int dims_of_reg(int reg) const {
+    if (reg < 0 || static_cast<size_t>(reg) >= regs_.size()) return -1;
+    const Reg& r = regs_[static_cast<size_t>(reg)];
+    if (r.k != Reg::Arr || r.a < 0 || static_cast<size_t>(r.a) >= arrays_.size()) return -1;
+    return arrays_[static_cast<size_t>(r.a)].nd;
+  }
+  // Of A[p...]'s root A, when `g` is that (already flattened) getitem.
+  int dims_of(const FNode& g) const {
+    if (g.op != Op::GetItem || g.kids.empty()) return -1;
+    return dims_of_var(g.kids[0]);
+  }
+  // The same expression (an index read twice: pure variables, constants
+  // and arithmetic).
+  static bool same(const FNode& a, const FNode& b) {
+    if (a.op != b.op || a.kids.size() != b.kids.size()) return false;
+    switch (a.op) {
+      case Op::Var:
+        return a.reg == b.reg;
+      case Op::Const:
+        return (a.constant.k == Reg::PyInt || a.constant.k == Reg::NpInt) &&
+               a.constant.k == b.constant.k && a.constant.i == b.constant.i;
+      case Op::Binary:
+        if (a.fast != b.fast || a.spec != b.spec) return false;
+        for (size_t k = 0; k < a.kids.size(); ++k)
+          if (!same(a.kids[k], b.kids[k])) return false;
+        return true;
+      default:
+        return false;
+    }
+  }
+  const std::vector<Reg>& regs_;
+  const std::vector<ArrEntry>& arrays_;
+};
+
+}  // namespace
+
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
                                            const std::vector<ArrEntry>& arrays,
                                            const std::vector<Value>& objects, std::string& why) {
@@ -3778,9 +4103,22 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   };
   auto mod = fresh();
   std::vector<bool> dyn(regs.size(), false);
+  const FastLoop::Impl::FNode* cond = &im.cond;
+  const FastLoop::Impl::FNode* body = &im.body;
+  FastLoop::Impl::FNode flat_cond, flat_body;
+  ChainFlattener chains(regs, arrays);
+  if (chains.has_chain(im.cond) || chains.has_chain(im.body)) {
+    flat_cond = im.cond;
+    flat_body = im.body;
+    chains.rewrite(flat_cond);
+    chains.rewrite(flat_body);
+    cond = &flat_cond;
+    body = &flat_body;
+  }
+  const std::map<int, RowOf> rows = chains.rows(*cond, *body);
   for (;;) {
     try {
-      Gen g(im, regs, arrays, objects, *context, *mod, dyn);
+      Gen g(im, *cond, *body, regs, arrays, objects, *context, *mod, dyn, rows);
       g.build("tessera_loop");
       break;
     } catch (const Refuse& r) {

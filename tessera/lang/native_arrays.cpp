@@ -68,6 +68,27 @@ extern "C" int64_t native_alloc(NativeCtx* c, int64_t op, const Reg* args, int64
   }
 }
 
+extern "C" int64_t native_row_view(NativeCtx* c, int64_t entry, int64_t offset, int64_t nidx) {
+  if (c->state == nullptr || entry < 0) return -1;
+  FastLoop::Impl::State& st = *c->state;
+  try {
+    if (static_cast<size_t>(entry) >= st.arrays.size()) return -1;
+    const Array& x = st.arrays[static_cast<size_t>(entry)].array;
+    const auto k = static_cast<size_t>(nidx);
+    if (k > x.shape().size()) return -1;
+    Shape shape(x.shape().begin() + static_cast<std::ptrdiff_t>(k), x.shape().end());
+    std::vector<int64_t> strides = x.strides();
+    strides.erase(strides.begin(), strides.begin() + static_cast<std::ptrdiff_t>(k));
+    Value row(Array::view(x, std::move(shape), std::move(strides), x.offset() + offset));
+    const Reg reg = FastLoop::Impl::to_reg(row, st);
+    c->entries = st.arrays.data();
+    return reg.k == Reg::Arr ? reg.a : -1;
+  } catch (...) {
+    c->entries = st.arrays.data();
+    return -1;
+  }
+}
+
 extern "C" void native_sweep(NativeCtx* c) {
   if (c->state == nullptr) return;
   FastLoop::Impl::State& st = *c->state;

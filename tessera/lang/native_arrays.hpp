@@ -29,6 +29,12 @@ enum class NativeAlloc : int64_t { zeros, ones, empty, zeros_like, ones_like, em
 // by the code just before), the checkpoint's, nor the loop's value refer to.
 extern "C" void native_sweep(NativeCtx* c);
 
+// The entry of a view of the array at entry `entry` without its first
+// `nidx` dims, from its element `offset` (in elements: a row `x[i]`, as
+// native code holds it), for the interpreter's registers; -1 when none can
+// be made (no interpreter state, too many arrays).
+extern "C" int64_t native_row_view(NativeCtx* c, int64_t entry, int64_t offset, int64_t nidx);
+
 // Lists made and appended to by native code (docs/runtime.md, "Lists built
 // by append"), held in the interpreter's objects as its own Op::NewList and
 // Op::Append hold them, so that its roll-back and sweep apply unchanged.

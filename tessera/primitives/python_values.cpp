@@ -474,7 +474,7 @@ Value pop(Args& a) {
       throw KeyError(error_message("[pop] key ", python_repr(a[1]), " is not in the dict"));
     }
     Value v = it->second;
-    d.items.erase(it);
+    d.erase_at(size_t(it - d.items.begin()));
     return Value::tuple(List{Value(std::move(d)), std::move(v)});
   }
   List items = list_arg(a, 0);

@@ -120,7 +120,7 @@ Value flip_bit(const Value& v, uint64_t& bit) {
   if (v.is_dict()) {
     Dict out;
     for (const auto& [k, e] : v.as_dict().items) {
-      out.items.emplace_back(k, bit == ~uint64_t{0} ? e : flip_bit(e, bit));
+      out.set(k, bit == ~uint64_t{0} ? e : flip_bit(e, bit));
     }
     return Value(std::make_shared<const Dict>(std::move(out)));
   }

@@ -117,3 +117,60 @@ TEST(ValueDepth, ProgramsBuildingDeepListsInALoopEndCleanly) {
         [&] { eval_string(build + "sum(x)", {}, "deep.tsl"); }, "(at deep.tsl:3:"));
   });
 }
+
+// Dicts past kDictIndexFrom items find keys through their hash index: every
+// key found, numbers equal across kinds one key (1, 1.0, true; an int past
+// 2**53 and the double it rounds to, as Value::equals says), items removed by
+// erase_at no longer found and the others still, insertion order kept.
+TEST(DictIndex, FindsWhatAWalkFinds) {
+  Dict d;
+  for (int64_t i = 0; i < 5000; ++i) d.set(Value(i * 7), Value(i));
+  ASSERT_EQ(d.items.size(), 5000u);
+  for (int64_t i = 0; i < 5000; ++i) {
+    const Value* v = d.find(Value(i * 7));
+    ASSERT_NE(v, nullptr) << i;
+    EXPECT_TRUE(v->equals(Value(i)));
+    EXPECT_EQ(d.find(Value(i * 7 + 1)), nullptr);
+  }
+  // Equal numbers of other kinds are the same key.
+  d.set(Value(14.0), Value("fourteen"));
+  EXPECT_EQ(d.items.size(), 5000u);
+  EXPECT_TRUE(d.find(Value(int64_t{14}))->equals(Value("fourteen")));
+  d.set(Value(true), Value(-1));
+  EXPECT_TRUE(d.find(Value(1.0))->equals(Value(-1)));
+  EXPECT_EQ(d.items.size(), 5001u);  // 1 was not a key (7's multiples)
+  EXPECT_EQ(d.find(Value(0.5)), nullptr);
+  const int64_t big = (int64_t{1} << 53) + 1;
+  d.set(Value(big), Value(1));
+  EXPECT_EQ(d.find(Value(big)), d.find(Value(static_cast<double>(big))));
+  // Tuples and strings.
+  d.set(Value::tuple(List{Value(1), Value("a")}), Value(2));
+  EXPECT_TRUE(d.find(Value::tuple(List{Value(1.0), Value("a")}))->equals(Value(2)));
+  EXPECT_EQ(d.find(Value(List{Value(1), Value("a")})), nullptr);  // a list is not the tuple
+  // Removal: the others are still found, in their order.
+  for (size_t p = 0; p < 100; ++p) d.erase_at(0);
+  EXPECT_EQ(d.find(Value(int64_t{0})), nullptr);
+  EXPECT_TRUE(d.find(Value(int64_t{7 * 100}))->equals(Value(100)));
+  EXPECT_TRUE(d.items.front().first.equals(Value(int64_t{700})));
+  // Items pushed directly are found by a walk, and indexed by the next set().
+  d.items.emplace_back(Value("late"), Value(3));
+  EXPECT_TRUE(d.find(Value("late"))->equals(Value(3)));
+  d.set(Value("later"), Value(4));
+  EXPECT_TRUE(d.find(Value("late"))->equals(Value(3)));
+  EXPECT_TRUE(d.find(Value("later"))->equals(Value(4)));
+  // A copy keeps its own index.
+  Dict copy = d;
+  copy.set(Value("only in the copy"), Value(5));
+  EXPECT_EQ(d.find(Value("only in the copy")), nullptr);
+  EXPECT_TRUE(copy.find(Value(int64_t{7 * 4999}))->equals(Value(4999)));
+}
+
+TEST(DictIndex, EqualNumbersHashAlike) {
+  EXPECT_EQ(hash_key(Value(int64_t{3})), hash_key(Value(3.0)));
+  EXPECT_EQ(hash_key(Value(true)), hash_key(Value(int64_t{1})));
+  EXPECT_EQ(hash_key(Value(false)), hash_key(Value(-0.0)));
+  EXPECT_EQ(hash_key(Value::tuple(List{Value(2), Value(true)})),
+            hash_key(Value::tuple(List{Value(2.0), Value(int64_t{1})})));
+  const int64_t far = (int64_t{1} << 60) + 3;
+  EXPECT_EQ(hash_key(Value(far)), hash_key(Value(static_cast<double>(far))));
+}
