@@ -1358,6 +1358,13 @@ void collect_identifiers(const AstPtr& a, std::set<std::string>& out) {
   for (const auto& arg : a->args) collect_identifiers(arg.value, out);
 }
 
+void collect_called(const AstPtr& a, std::set<std::string>& out) {
+  if (!a) return;
+  if (a->kind == Ast::Kind::call && !a->callee) out.insert(a->name);
+  if (a->callee) collect_called(a->callee, out);
+  for (const auto& arg : a->args) collect_called(arg.value, out);
+}
+
 }  // namespace
 
 AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, bool single,
@@ -1418,6 +1425,23 @@ std::vector<std::string> check_gradient_rules() {
     }
   }
   return problems;
+}
+
+std::vector<std::string> backward_primitives_without_rules() {
+  // What the transformation emits itself, besides the rules' calls.
+  std::set<std::string> called{"getitem_grad", "grad_accumulate", "unbroadcast", "grad_seed",
+                               "vjp_seed", "grad_template", "zeros_like"};
+  for (const PrimitiveSpec* spec : all_primitives()) {
+    if (spec->grads.empty()) continue;
+    for (const AstPtr& r : parsed_rules(*spec)) collect_called(r, called);
+    collect_called(parsed_fusion_common(*spec), called);
+  }
+  std::vector<std::string> missing;
+  for (const std::string& name : called) {
+    const PrimitiveSpec* spec = find_primitive(name);
+    if (spec && spec->grads.empty() && ad_is_backward(*spec)) missing.push_back(name);
+  }
+  return missing;
 }
 
 }  // namespace tessera
