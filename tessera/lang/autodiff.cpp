@@ -1070,12 +1070,17 @@ class Differentiator {
     if (any_active && !aux_mode_ && spec.grads.empty()) {
       if (const AstPtr expansion = parsed_expansion(spec)) {
         // A fused backward's own expression, differentiated in its place
-        // (its calls are primitives', its names the parameters').
+        // (its calls are primitives', its names the parameters': renamed, so
+        // that batch_norm_grad's `mean` does not hide the primitive mean).
         Context params;
+        std::map<std::string, AstPtr> renamed;
         for (size_t k = 0; k < spec.params.size(); ++k) {
-          if (per_param[k].ast) params.env[spec.params[k].name] = per_param[k];
+          if (!per_param[k].ast) continue;
+          const std::string name = "__adx_" + spec.params[k].name;
+          renamed[spec.params[k].name] = ident(name, a->loc);
+          params.env[name] = per_param[k];
         }
-        return transform(substitute(expansion, {}, a->loc), params, out, steps);
+        return transform(substitute(expansion, renamed, a->loc), params, out, steps);
       }
     }
     if (any_active && !aux_mode_) {

@@ -545,6 +545,46 @@ def test_hvp_through_layer_norm_grad(rng, gamma_shape):
         check_hvp(f, fj, [x, gamma, beta], argnum=k, rng=rng)
 
 
+def batch_norm_j(x, gamma, beta, eps):
+    axes = tuple(range(x.ndim - 1))
+    mu = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean((x - mu) ** 2, axis=axes, keepdims=True)
+    return (x - mu) / jnp.sqrt(var + eps) * gamma + beta
+
+
+def test_hvp_through_batch_norm_grad_training(rng):
+    x = rng.normal(size=(4, 3, 5))
+    gamma, beta = rng.normal(size=5), rng.normal(size=5)
+    c = rng.normal(size=x.shape)
+
+    @tessera.jit
+    def f(x, gamma, beta):
+        return np.sum(np.tanh(tessera.batch_norm(x * x, gamma, beta, epsilon=0.01)) * c)
+
+    def fj(x, gamma, beta):
+        return jnp.sum(jnp.tanh(batch_norm_j(x * x, gamma, beta, 0.01)) * c)
+
+    for k in range(3):
+        check_hvp(f, fj, [x, gamma, beta], argnum=k, rng=rng)
+
+
+def test_hvp_through_batch_norm_grad_inference(rng):
+    x = rng.normal(size=(6, 4))
+    gamma, beta = rng.normal(size=4), rng.normal(size=4)
+    mean, var = rng.normal(size=4), rng.uniform(0.5, 2.0, size=4)
+
+    @tessera.jit
+    def f(x, gamma):
+        y = tessera.batch_norm(np.sin(x), gamma, beta, mean, var, 0.001, False)
+        return np.sum(y ** 3)
+
+    def fj(x, gamma):
+        return jnp.sum(((jnp.sin(x) - mean) / jnp.sqrt(var + 0.001) * gamma + beta) ** 3)
+
+    check_hvp(f, fj, [x, gamma], argnum=0, rng=rng)
+    check_hvp(f, fj, [x, gamma], argnum=1, rng=rng)
+
+
 def ce_j(kind, y_true, z, from_logits):
     if kind == "binary":
         if from_logits:
@@ -634,7 +674,7 @@ def test_hvp_through_linear_backwards(rng):
 # backwards and recurrent layers' are differentiated as a whole at first order only.
 STILL_WITHOUT_RULE = {
     "accumulate_grad", "all_gather_grad", "all_reduce_grad", "all_to_all_grad",
-    "attention_grad", "batch_norm_grad", "batch_norm_grad_sums", "batch_norm_grad_sums_masked",
+    "attention_grad", "batch_norm_grad_sums_masked",
     "broadcast_grad", "bucket_parts_grad", "concatenate_grad", "conv1d_d_grad_input",
     "conv1d_d_grad_weight", "conv1d_grads_bn", "conv2d_grads_bn", "conv3d_grads_bn",
     "cross_grad", "cumprod_grad", "diff_grad", "einsum_grad", "gather_grad", "overlap_d_grad",
@@ -649,7 +689,8 @@ def test_backward_primitives_without_second_order_rule_only_shrink():
     assert missing == sorted(set(missing))
     assert set(missing) <= STILL_WITHOUT_RULE, sorted(set(missing) - STILL_WITHOUT_RULE)
     for name in ("max_pool1d_grad", "max_pool2d_grad", "max_pool3d_grad", "getitem_grad",
-                 "norm_grad", "dot_grad_x", "dot_grad_y", "layer_norm_grad",
+                 "norm_grad", "dot_grad_x", "dot_grad_y", "layer_norm_grad", "batch_norm_grad",
+                 "batch_norm_grad_sums",
                  "categorical_crossentropy_grad", "sparse_categorical_crossentropy_grad",
                  "binary_crossentropy_grad", "mean_squared_error_grad"):
         assert name not in missing
