@@ -568,6 +568,22 @@ def test_hvp_through_batch_norm_grad_training(rng):
         check_hvp(f, fj, [x, gamma, beta], argnum=k, rng=rng)
 
 
+def test_hvp_through_batch_norm_relu_grad(rng):
+    """batch_norm_relu's backward passes its output y: g counts only where y > 0."""
+    x = rng.normal(size=(5, 4))
+    gamma, beta = rng.normal(size=4), rng.normal(size=4)
+
+    @tessera.jit
+    def f(x, gamma, beta):
+        return np.sum(tessera.batch_norm_relu(np.sin(x) * x, gamma, beta) ** 3)
+
+    def fj(x, gamma, beta):
+        return jnp.sum(jax.nn.relu(batch_norm_j(jnp.sin(x) * x, gamma, beta, 0.001)) ** 3)
+
+    for k in range(3):
+        check_hvp(f, fj, [x, gamma, beta], argnum=k, rng=rng)
+
+
 def test_hvp_through_batch_norm_grad_inference(rng):
     x = rng.normal(size=(6, 4))
     gamma, beta = rng.normal(size=4), rng.normal(size=4)
