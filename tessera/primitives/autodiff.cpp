@@ -1214,7 +1214,11 @@ const bool registered_autodiff = register_primitives({
      .params = {{"g"}, {"x"}, opt("axis", int64_t{-1})},
      .help = "The cotangent of x in sort(x, axis): g sent back to where each sorted value came "
              "from.",
-     .eval = sort_grad},
+     .eval = sort_grad,
+     // Linear in g (a permutation): its adjoint takes the cotangent in sorted order.
+     .grads = {"if(is_nil(axis), take_along_axis(ravel(adjoint), argsort(ravel(x), axis=-1), -1),"
+               " take_along_axis(adjoint, argsort(x, axis=axis), axis))",
+               "", ""}},
     {.name = "tile_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"reps"}},

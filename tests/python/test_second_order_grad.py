@@ -660,7 +660,7 @@ def test_hvp_through_fused_loss_backwards(rng, kind, from_logits):
 
 
 def test_hvp_through_linear_backwards(rng):
-    """cumsum, take, take_along_axis, roll, tile, repeat: their backwards are linear in g,
+    """cumsum, take, take_along_axis, roll, tile, repeat, sort: their backwards are linear in g,
     each with its adjoint as rule."""
     x = rng.normal(size=(3, 4))
     idx = np.array([[0, 3, 3, 1], [2, 2, 0, 1], [1, 0, 3, 3]])
@@ -672,7 +672,8 @@ def test_hvp_through_linear_backwards(rng):
                 + np.sum(np.take(t, np.array([0, 2, 2]), axis=1) ** 3)
                 + np.sum(np.take_along_axis(t, idx, axis=1) ** 2 * x)
                 + np.sum(np.roll(t, 2, axis=1) * t * t)
-                + np.sum(np.tile(t, (2, 1)) ** 3) + np.sum(np.repeat(t, 2, axis=0) ** 3))
+                + np.sum(np.tile(t, (2, 1)) ** 3) + np.sum(np.repeat(t, 2, axis=0) ** 3)
+                + np.sum(np.sort(t, axis=0) ** 3 * x) + np.sum(np.sort(t, axis=None) ** 3))
 
     def fj(x):
         t = jnp.tanh(x)
@@ -680,7 +681,8 @@ def test_hvp_through_linear_backwards(rng):
                 + jnp.sum(jnp.take(t, jnp.array([0, 2, 2]), axis=1) ** 3)
                 + jnp.sum(jnp.take_along_axis(t, idx, axis=1) ** 2 * x)
                 + jnp.sum(jnp.roll(t, 2, axis=1) * t * t)
-                + jnp.sum(jnp.tile(t, (2, 1)) ** 3) + jnp.sum(jnp.repeat(t, 2, axis=0) ** 3))
+                + jnp.sum(jnp.tile(t, (2, 1)) ** 3) + jnp.sum(jnp.repeat(t, 2, axis=0) ** 3)
+                + jnp.sum(jnp.sort(t, axis=0) ** 3 * x) + jnp.sum(jnp.sort(t, axis=None) ** 3))
 
     check_hvp(f, fj, [x], rng=rng)
 
@@ -695,7 +697,7 @@ STILL_WITHOUT_RULE = {
     "conv1d_d_grad_weight", "conv1d_grads_bn", "conv2d_grads_bn", "conv3d_grads_bn",
     "cross_grad", "cumprod_grad", "diff_grad", "einsum_grad", "gather_grad", "overlap_d_grad",
     "prod_grad", "reduce_scatter_grad", "retile_d_grad", "rnn_sequence_grad", "scatter_grad",
-    "sort_grad", "split_grad", "stack_grad", "stacked_grad",
+    "split_grad", "stack_grad", "stacked_grad",
 }
 
 

@@ -224,6 +224,8 @@ const std::vector<GradCase>& cases() {
        "take_along_axis_grad(b * b, a, [[0, 2, 2], [1, 1, 0]], 1)",
        {"b", "a"}},
       {"roll_grad", "roll_grad(a * b, a, 2, 1)", {"a", "b"}},
+      {"sort_grad", "sort_grad(a * b, b, 1)", {"a", "b"}},
+      {"sort_grad", "sort_grad(ravel(a) * 2.0, b, nil) * a", {"a", "b"}},  // flattened
       {"tile_grad", "tile_grad(tile(a, [1, 2]) * 2.0, a, [1, 2]) * b", {"a", "b"}},
       {"repeat_grad", "repeat_grad(repeat(a, 2, 1) * 1.5, a, 2, 1) * a", {"a"}},
       {"avg_pool2d_grad", "avg_pool2d_grad(exp(avg_pool2d(img45, 2, 1, \"same\")), img45, 2, 1, "
