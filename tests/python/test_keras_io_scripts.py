@@ -38,7 +38,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "pretrained_word_embeddings", "reproducibility_recipes", "sequential_model", "serialization_and_saving",
         "siamese_contrastive", "stft",
         "structured_data_classification_with_feature_space", "subclassing_conv_layers",
-        "subclassing_layers_models", "super_resolution_sub_pixel", "swin_transformers", "tabtransformer",
+        "subclassing_layers_models", "super_resolution_sub_pixel", "supervised_contrastive_learning", "swin_transformers", "tabtransformer",
         "text_classification_from_scratch", "text_classification_with_switch_transformer",
         "text_classification_with_transformer",
         "text_generation_with_miniature_gpt", "timeseries_anomaly_detection",
@@ -46,6 +46,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "timeseries_weather_forecasting", "token_learner", "trainer_pattern",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
         "vae", "vivit", "vq_vae", "wgan_gp", "wide_deep_cross_networks", "working_with_rnns",
+        "zero_dce",
         "writing_your_own_callbacks"]
 
 

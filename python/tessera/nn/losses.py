@@ -78,8 +78,15 @@ class Loss:
         self.dtype = dtype
 
     def _is_custom(self) -> bool:
-        """A user's subclass defining call(y_true, y_pred)."""
-        return type(self).call is not Loss.call
+        """A user's subclass defining call(y_true, y_pred) (or __call__)."""
+        return type(self).call is not Loss.call or self._own_dunder_call()
+
+    def _own_dunder_call(self) -> bool:
+        """A user's subclass overriding __call__(y_true, y_pred, sample_weight=None)
+        (supervised-contrastive-learning's): compile's loss calls it, as Keras's
+        CompileLoss, and takes the value it returns as the batch's loss."""
+        return type(self).__call__ is not Loss.__call__ and \
+            type(self).__module__.split(".")[0] != "tessera"
 
     def call(self, y_true, y_pred):
         """Each sample's loss (a user's subclass defines it)."""
@@ -88,7 +95,11 @@ class Loss:
 
     def _traced(self, y, p, ctx, label_spec, out_shape) -> str:
         shape, dtype = label_spec
-        return apply_function(self.call, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
+        fn = self.call
+        if self._own_dunder_call():
+            def fn(y_true, y_pred):
+                return type(self).__call__(self, y_true, y_pred)
+        return apply_function(fn, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
 
     @classmethod
     def from_config(cls, config):
@@ -120,6 +131,11 @@ class Loss:
         return self.expression(y, p)
 
     def per_sample_for(self, y, p, ctx, label_spec, out_shape) -> str:
+        if self._own_dunder_call():
+            raise NotImplementedError(
+                f"[{type(self).__name__}] the loss overrides __call__, which returns the "
+                "batch's loss: with sample weights (or class_weight) tessera needs each "
+                "sample's loss; define call(y_true, y_pred) instead, or fit without weights")
         if self._is_custom():
             return self._traced(y, p, ctx, label_spec, out_shape)
         return self.per_sample(y, p)
