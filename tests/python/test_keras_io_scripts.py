@@ -23,7 +23,7 @@ _spec.loader.exec_module(run_all)
 RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_mappings",
         "attention_mil_classification", "autoencoder", "captcha_ocr", "cct",
         "collaborative_filtering_movielens", "conditional_gan", "conv_lstm",
-        "convmixer", "customizing_saving_and_serialization", "dcgan_overriding_train_step", "eanet",
+        "convmixer", "customizing_saving_and_serialization", "edsr", "dcgan_overriding_train_step", "eanet",
         "eeg_bci_ssvepformer", "eeg_signal_classification", "endpoint_layer_pattern", "functional_api",
         "gradient_centralization", "image_classification_from_scratch",
         "image_classification_with_vision_transformer",

@@ -192,3 +192,19 @@ def test_loss_overriding_dunder_call_as_keras(keras):
         np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-4)
     with pytest.raises(NotImplementedError, match=r"\[SupCon\] the loss overrides __call__"):
         tm.fit(x, y, sample_weight=np.ones(24), batch_size=8, epochs=1, verbose=0)
+
+
+# ------------------------------------------ edsr: depth_to_space on unknown height/width
+def test_depth_to_space_on_unknown_spatial_axes_as_keras(keras):
+    """edsr upsamples with ops.depth_to_space on `Input((None, None, 3))`'s feature maps:
+    tessera refused the reshape (its height and width were None). A model of it on two
+    image sizes gives Keras's values."""
+    models = []
+    for lib in (tn, keras):
+        inp = lib.Input((None, None, 8))
+        models.append(lib.Model(inp, lib.ops.depth_to_space(inp, block_size=2)))
+    for size in ((3, 5), (4, 4)):
+        x = RNG.normal(size=(2,) + size + (8,)).astype("float32")
+        got = models[0].predict(x, verbose=0)
+        assert got.shape == (2, 2 * size[0], 2 * size[1], 2)
+        np.testing.assert_array_equal(got, np.asarray(models[1].predict(x, verbose=0)))
