@@ -208,3 +208,40 @@ def test_depth_to_space_on_unknown_spatial_axes_as_keras(keras):
         got = models[0].predict(x, verbose=0)
         assert got.shape == (2, 2 * size[0], 2 * size[1], 2)
         np.testing.assert_array_equal(got, np.asarray(models[1].predict(x, verbose=0)))
+
+
+# ------------------------- tabtransformer: (x, y, sample_weight) batches of (n,) labels
+def test_weighted_py_dataset_labels_one_axis_short_as_keras(keras):
+    """tabtransformer's batches are (features, target (n,), weights) for a (n, 1) sigmoid:
+    tessera's weighted step broadcast the (n,) labels against the (n, 1) output to (n, n)
+    (a loss of 1.04 where Keras's is 0.52), silently; the unweighted step and arrays (brought
+    to rank by fit) were right. Same epoch loss and weights as Keras, then evaluate on
+    arrays after the batches (the steps written for the batches' labels are not reused)."""
+    x = RNG.normal(size=(32, 3)).astype("float32")
+    y = (x[:, 0] > 0).astype("float32")
+    w = np.linspace(0, 2, 32).astype("float32")
+    models = []
+    for lib in (tn, keras):
+        class Batches(lib.utils.PyDataset):
+            def __len__(self):
+                return 2
+
+            def __getitem__(self, i):
+                s = slice(16 * i, 16 * i + 16)
+                return {"a": x[s]}, y[s], w[s]
+
+        inp = {"a": lib.Input(name="a", shape=(3,), dtype="float32")}
+        m = lib.Model(inp, lib.layers.Dense(1, activation="sigmoid")(inp["a"]))
+        m.compile(optimizer=lib.optimizers.SGD(0.5), loss=lib.losses.BinaryCrossentropy(),
+                  metrics=[lib.metrics.BinaryAccuracy(name="accuracy")])
+        models.append((m, Batches()))
+    (tm, tb), (km, kb) = models
+    _same_weights(tm, km)
+    th = tm.fit(tb, epochs=2, shuffle=False, verbose=0).history
+    kh = km.fit(kb, epochs=2, shuffle=False, verbose=0).history
+    for key in ("loss", "accuracy"):
+        np.testing.assert_allclose(th[key], kh[key], rtol=1e-5)
+    for a, b in zip(tm.get_weights(), km.get_weights()):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(tm.evaluate({"a": x}, y, sample_weight=w, verbose=0),
+                               km.evaluate({"a": x}, y, sample_weight=w, verbose=0), rtol=1e-5)

@@ -363,9 +363,19 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         out_shape = self._outputs[k].shape[1:]
         mask = self._output_mask_expr(k)
         lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+        y = ys[k]
+        if spec is not None and out_shape and out_shape[-1] == 1 and \
+                tuple(spec[0]) == tuple(out_shape[:-1]) and not loss.sparse_labels and \
+                not loss._is_custom():
+            # labels one axis short of an output ending in 1, as a PyDataset's (n,) labels of
+            # tabtransformer's (n, 1) sigmoid (arrays are brought to rank by _prepare_y):
+            # Keras's squeeze_or_expand_to_same_rank; the per-sample path broadcast them
+            # to (n, n)
+            y = ctx.define("y_ranked", f"expand_dims({y}, -1)")
+            spec = (tuple(out_shape), spec[1])
         if mask is None and sw is None and reduction != "sum":
-            return loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
-        per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+            return loss.expression_for(y, hs[k], ctx, spec, out_shape)
+        per = ctx.define("per", loss.per_sample_for(y, hs[k], ctx, spec, out_shape))
         weights = None  # Keras's sample_weight after apply_mask, as it multiplies the values
         if mask is not None:
             # a loss function returning the batch's loss already reduced: Keras multiplies

@@ -525,7 +525,12 @@ class CompileMixin:
 
     def _label_specs_from(self, ys):
         self._compiled_for_outputs()
-        self._label_specs = [(tuple(a.shape[1:]), str(a.dtype)) for a in ys]
+        specs = [(tuple(a.shape[1:]), str(a.dtype)) for a in ys]
+        if getattr(self, "_label_specs", None) not in (None, specs):
+            # the steps were written for other labels' shapes (a PyDataset's (n,) labels,
+            # then arrays' brought to (n, 1))
+            self._programs.clear()
+        self._label_specs = specs
 
     # ------------------------------------------------------------------ training
 
