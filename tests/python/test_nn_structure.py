@@ -51,7 +51,7 @@ LAYERS = [
              "ops.numpy", "activations", "random"}),
     ("graph", {"functional"}),
     ("layers", {"layers", "layers.*"}),
-    ("losses and metrics", {"losses", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
+    ("losses and metrics", {"losses", "loss_calls", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
                             "metrics", "clipping", "optimizer_classes", "parallel", "parallel_layers",
                             "parallel_losses"}),
     ("the compiled step", {"programs", "regularizer_programs", "metric_programs", "step_overrides", "predict_step", "zero", "data_axis", "varlen", "pipeline"}),

@@ -15,6 +15,7 @@ from .clipping import SplitNorms
 from .functional import carried_mask_exprs
 from .program_constants import compile_program
 from .layers import Activation, Add, BatchNormalization, Context
+from .loss_calls import ranked_labels
 from .metric_programs import MetricProgramsMixin
 from .regularizer_programs import regularizer_text, write_activity_loss
 from .step_overrides import StepOverridesMixin
@@ -363,16 +364,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         out_shape = self._outputs[k].shape[1:]
         mask = self._output_mask_expr(k)
         lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
-        y = ys[k]
-        if spec is not None and out_shape and out_shape[-1] == 1 and \
-                tuple(spec[0]) == tuple(out_shape[:-1]) and not loss.sparse_labels and \
-                not loss._is_custom():
-            # labels one axis short of an output ending in 1, as a PyDataset's (n,) labels of
-            # tabtransformer's (n, 1) sigmoid (arrays are brought to rank by _prepare_y):
-            # Keras's squeeze_or_expand_to_same_rank; the per-sample path broadcast them
-            # to (n, n)
-            y = ctx.define("y_ranked", f"expand_dims({y}, -1)")
-            spec = (tuple(out_shape), spec[1])
+        y, spec = ranked_labels(loss, ys[k], spec, out_shape, ctx)  # (a PyDataset's (n,))
         if mask is None and sw is None and reduction != "sum":
             return loss.expression_for(y, hs[k], ctx, spec, out_shape)
         per = ctx.define("per", loss.per_sample_for(y, hs[k], ctx, spec, out_shape))
