@@ -21,6 +21,7 @@ from . import _translate as T
 from . import _type_tests as TT
 from . import _ufuncs as U
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
+from ._sets import SET_CALLS
 
 # the modules of tessera's NumPy library (functions translated per call site)
 LIBRARY_MODULES = ("tessera._numpy_lib", "tessera._numpy_apply_lib")
@@ -129,6 +130,8 @@ class CallsMixin(U.UfuncMethodsMixin):
         ):
             return f"ndindex({self.expr(node.args[0].value)})"  # np.ndindex(*x.shape)
         args, kws = self.call_args(node)
+        if isinstance(f, ast.Name) and f.id in SET_CALLS:  # sum/min/max of a set (_sets.py)
+            return f"{self.b.helper(SET_CALLS[f.id])}({self.expr(node.args[0])})"
         if isinstance(f, ast.Name) and self.is_variable(f.id):
             spec = self.local_def_args(f.id)
             if spec is not None:

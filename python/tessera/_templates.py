@@ -53,6 +53,23 @@ HELPERS.update({
   if(str_endswith(t, " array"), if(ndim(x) == 0, concat("numpy.", str_replace(t, " array", "")),
     "numpy.ndarray"), t)))))""",
 })
+# A set's sum, min and max (sets are dicts of their elements, _sets.py): over
+# its keys in any order, exact for ints; floats would be added in Python's set order.
+HELPERS["__set_sum"] = """define(__set_sum, s, block(
+  define(k, keys(s)), define(t, 0), define(i, 0), define(n, len(k)),
+  while(i < n, block(define(v, getitem(k, i)),
+    if(type(v) == "float", assert(false, concat("$EValueError] [sum] the sum of a set of floats ",
+      "depends on Python's set order, which tessera does not reproduce: ",
+      "use sum(sorted(s)) (element ", str(v), ")"))),
+    define(t, t + v), define(i, i + 1))),
+  t))""".replace("$E", ERROR_TAG)
+for _op, _cmp in (("min", "<"), ("max", ">")):
+    HELPERS[f"__set_{_op}"] = f"""define(__set_{_op}, s, block(
+  define(k, keys(s)), define(n, len(k)),
+  if(n == 0, assert(false, "$EValueError] {_op}() arg is an empty sequence")),
+  define(m, getitem(k, 0)), define(i, 1),
+  while(i < n, block(define(v, getitem(k, i)), if(v {_cmp} m, define(m, v)), define(i, i + 1))),
+  m))""".replace("$E", ERROR_TAG)
 HELPER_DEPS.update({"__list_append": ("__py_type_name",), "__list_extend": ("__py_type_name",)})
 
 # The builtin exceptions a jit function may raise (raise_stmt; jit.py maps them back).
