@@ -255,7 +255,13 @@ class CallsMixin(U.UfuncMethodsMixin):
                 return T.float_literal(float(a.value))
         if obj is bool:
             return f"not_(not_({self.expr(a)}))"  # Python's truth (arrays: one element)
-        if obj in (int, float) and not isinstance(a, ast.Constant):
+        if obj is int and not isinstance(a, ast.Constant):
+            # int(s) of a string (int(c) for c in str(n)): Python's base-10 parse
+            v = self.b.tmp("v")
+            number = self.inline("python_number", v, T.string_literal(dt), label=label)
+            return (f"block(define({v}, {self.expr(a)}), if(type({v}) == \"string\", "
+                    f"{self.b.helper('__str_to_int')}({v}), {number}))")
+        if obj is float and not isinstance(a, ast.Constant):
             return self.inline("python_number", self.expr(a), T.string_literal(dt), label=label)
         return f"astype({self.expr(a)}, {T.string_literal(dt)})"
 
