@@ -993,7 +993,7 @@ def _distances(n, seed=47):
 
 # The fourth round (bench_numpy_kernels.py adds each as a Kernel of category "published").
 FOURTH_PUBLISHED = [
-    dict(name="sieve_set", func=sieve_set, setup=lambda q: (_q(q, 100, 200_000),), kind="loop"),
+    dict(name="sieve_set", func=sieve_set, setup=lambda q: (_q(q, 100, 5000),), kind="loop"),
     dict(name="happy_numbers", func=happy_numbers, setup=lambda q: (_q(q, 10, 2000),),
          kind="loop", helpers=("is_happy",)),
     dict(name="levenshtein", func=levenshtein, setup=lambda q: _strings(_q(q, 12, 400)),

@@ -135,7 +135,7 @@ class _Rewriter(ast.NodeTransformer):
                 _name(k, ast.Store()), ast.List(elts, ast.Load()), [], 0)]))
         if isinstance(node, ast.SetComp):
             comp = ast.DictComp(self.visit(node.elt), _true(),
-                                [self.visit(g) for g in node.generators])
+                                [self.generator(g) for g in node.generators])
             return _mark(comp)
         if isinstance(node, ast.IfExp):
             return _mark(ast.IfExp(self.visit(node.test), self.set_value(node.body),
@@ -158,10 +158,27 @@ class _Rewriter(ast.NodeTransformer):
             if len(node.args) != 1:
                 self.refuse(f"set.{f.attr}() with {len(node.args)} arguments is not supported "
                             "by tessera.jit (give one)", node)
-            return self.binop(f.value, op, node.args[0], node)
+            return self.binop(f.value, op, self.as_set(node.args[0]), node)
         if isinstance(node, ast.BinOp):
             return self.binop(node.left, node.op, node.right, node)
         raise AssertionError(node)
+
+    def as_set(self, node):
+        """The argument of s.union(xs), s.update(xs), ...: any iterable, as in Python."""
+        return node if self.n.is_set(node) else ast.Call(_name("set"), [node], [])
+
+    def order_refusal(self, node):
+        self.refuse("this use of a set is not supported by tessera.jit: "
+                    + _ORDER_HINT.format(name="s"), node)
+
+    def generator(self, g):
+        """A loop of a set comprehension: over a set too (the result is a set)."""
+        if self.n.is_set(g.iter):
+            g.iter = self.set_value(g.iter)
+            g.target = self.visit(g.target)
+            g.ifs = [self.visit(c) for c in g.ifs]
+            return g
+        return self.visit(g)
 
     def operand(self, node, whole):
         if not self.n.is_set(node):
@@ -213,20 +230,43 @@ class _Rewriter(ast.NodeTransformer):
         return node
 
     def visit_Set(self, node):
-        return self.set_value(node)
+        self.order_refusal(node)
 
-    def visit_SetComp(self, node):
-        return self.set_value(node)
+    visit_SetComp = visit_Set
 
     def visit_BinOp(self, node):
         if isinstance(node.op, _SET_OPS) and self.n.is_set(node):
-            return self.set_value(node)
+            self.order_refusal(node)
         return self.generic_visit(node)
 
     def visit_IfExp(self, node):
         if self.n.is_set(node):
-            return self.set_value(node)
+            self.order_refusal(node)
+        node.test = self.truth(node.test)
+        node.body, node.orelse = self.visit(node.body), self.visit(node.orelse)
+        return node
+
+    def truth(self, node):
+        """A condition: a set there is its truth (not empty), as in Python."""
+        return self.set_value(node) if self.n.is_set(node) else self.visit(node)
+
+    def visit_If(self, node):
+        node.test = self.truth(node.test)
+        node.body = [self.visit(x) for x in node.body]
+        node.orelse = [self.visit(x) for x in node.orelse]
+        return node
+
+    visit_While = visit_If
+
+    def visit_UnaryOp(self, node):
+        if isinstance(node.op, ast.Not):
+            node.operand = self.truth(node.operand)
+            return node
         return self.generic_visit(node)
+
+    def visit_BoolOp(self, node):
+        node.values = [self.truth(v) for v in node.values]
+        return node
 
     def visit_Assign(self, node):
         if self.n.is_set(node.value):
@@ -294,8 +334,7 @@ class _Rewriter(ast.NodeTransformer):
         if attr in ("discard", "remove"):
             args = [x] + ([ast.Constant(None)] if attr == "discard" else [])
             return ast.Expr(ast.Call(ast.Attribute(_name(s), "pop", ast.Load()), args, []))
-        if attr == "update" and not self.n.is_set(x):
-            x = ast.Call(_name("set"), [x], [])
+        x = self.as_set(x)
         op = {"update": ast.BitOr(), "difference_update": ast.Sub(),
               "intersection_update": ast.BitAnd()}[attr]
         return ast.Assign([_name(s, ast.Store())], self.binop(_name(s), op, x, c))
@@ -303,7 +342,7 @@ class _Rewriter(ast.NodeTransformer):
     def visit_Call(self, node):
         f = node.func
         if self.n.is_set(node):
-            return self.set_value(node)
+            self.order_refusal(node)
         if (isinstance(f, ast.Attribute) and f.attr in ("issubset", "issuperset", "isdisjoint")
                 and self.n.is_set(f.value)):
             if len(node.args) != 1 or not self.n.is_set(node.args[0]) or node.keywords:
