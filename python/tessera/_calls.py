@@ -31,6 +31,43 @@ _PLAIN_EXPRESSIONS = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.
                       ast.expr_context)
 
 
+_STR_METHODS = frozenset({"strip", "lstrip", "rstrip", "lower", "upper", "replace", "join",
+                          "format", "split", "rsplit", "splitlines"})
+
+
+def _string_like(node, fdef, depth=0) -> bool:
+    """Whether ``node`` may hold a string (or, for a loop's iterable, strings):
+    a string constant, f-string, ``str(...)``, ``input()``, a string method's
+    result, an item of one, or a name the function binds to one (an
+    assignment, or the target of a loop or comprehension over one)."""
+    if depth > 8:
+        return False
+    if isinstance(node, (ast.JoinedStr, ast.Constant)):
+        return isinstance(node, ast.JoinedStr) or isinstance(node.value, str)
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Name):
+            return f.id in ("str", "input", "repr", "format", "chr", "bin", "hex", "oct")
+        return isinstance(f, ast.Attribute) and f.attr in _STR_METHODS
+    if isinstance(node, ast.Subscript):
+        return _string_like(node.value, fdef, depth + 1)
+    if not isinstance(node, ast.Name):
+        return False
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == node.id for t in n.targets):
+            if _string_like(n.value, fdef, depth + 1):
+                return True
+        elif isinstance(n, (ast.For, ast.comprehension)) and any(
+                isinstance(t, ast.Name) and t.id == node.id for t in ast.walk(n.target)):
+            if _string_like(n.iter, fdef, depth + 1):
+                return True
+        elif isinstance(n, ast.arg) and n.arg == node.id and isinstance(
+                n.annotation, ast.Name) and n.annotation.id == "str":
+            return True
+    return False
+
+
 def _pack_varargs(spec, args):
     """A call's positional arguments for a function with ``*args`` (spec: its
     ast.arguments or code object): those past the named parameters as one tuple."""
@@ -255,8 +292,10 @@ class CallsMixin(U.UfuncMethodsMixin):
                 return T.float_literal(float(a.value))
         if obj is bool:
             return f"not_(not_({self.expr(a)}))"  # Python's truth (arrays: one element)
-        if obj is int and not isinstance(a, ast.Constant):
+        if obj is int and _string_like(a, self.node):
             # int(s) of a string (int(c) for c in str(n)): Python's base-10 parse
+            # (only where the argument may be a string: the type test has no
+            # native code, and would keep int(x[i]) loops off it)
             v = self.b.tmp("v")
             number = self.inline("python_number", v, T.string_literal(dt), label=label)
             return (f"block(define({v}, {self.expr(a)}), if(type({v}) == \"string\", "
@@ -782,7 +821,9 @@ class CallsMixin(U.UfuncMethodsMixin):
             if kws or not 1 <= len(args) <= 2:
                 self.unsupported("sum() with these arguments", node)
             t = texts()
-            s = f"{self.b.helper('__py_sum')}({t[0]})"
+            made = (ast.GeneratorExp, ast.ListComp, ast.List, ast.Tuple)
+            helper = "__py_sum_list" if isinstance(args[0], made) else "__py_sum"
+            s = f"{self.b.helper(helper)}({t[0]})"
             return s if len(t) == 1 else f"({s} + {t[1]})"
         if name == "round":
             t = texts()

@@ -19,13 +19,14 @@ HELPERS = {
     "__round_int": """define(__round_int, x,
   if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
     "__item": """define(__item, x, item(x))""",
-    # Python's sum(xs): a list or tuple added left to right from 0, as Python
-    # adds (its ints stay ints, its floats rounded in Python's order); an array
-    # over its first axis, 0 (an int) for nothing to add.
-    "__py_sum": """define(__py_sum, x, if(type(x) == "list" || type(x) == "tuple", block(
+    # Python's sum(xs): over the first axis, 0 (an int) for nothing to add.
+    "__py_sum": """define(__py_sum, x, if(len(x) == 0, 0, sum(x, axis=0)))""",
+    # sum() of a list the translator sees made (a generator, a comprehension,
+    # a display): added left to right from 0, as Python adds (its ints stay
+    # ints, its floats rounded in Python's order).
+    "__py_sum_list": """define(__py_sum_list, x, block(
   define(t, 0), define(i, 0), define(n, len(x)),
-  while(i < n, block(define(t, t + getitem(x, i)), define(i, i + 1))), t),
-  if(len(x) == 0, 0, sum(x, axis=0))))""",
+  while(i < n, block(define(t, t + getitem(x, i)), define(i, i + 1))), t))""",
     # an item of np.c_[...]: a 1-d array as a column
     "__c_column": """define(__c_column, x, if(ndim(x) == 1, reshape(x, list(-1, 1)), x))""",
     # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.

@@ -8,7 +8,9 @@ bench_numpy_kernels.py in its "published" category).
   with Python's results, a Python set when returned, and an error suggesting
   ``sorted(s)`` wherever a result would depend on Python's set order.
 - ``int(c)`` of a string (``sum(int(c) ** 2 for c in str(n))``): an unclear
-  error from ``ndim``; now Python's base-10 parse and its ValueError.
+  error from ``ndim``; now Python's base-10 parse and its ValueError where the
+  argument may be a string (seen in the function: str(...), a string method, a
+  loop over one), and int(x) elsewhere stays native code.
 - ``np.int64`` scalar arguments: were Python ints (``a * b`` raised where NumPy
   wraps); now NumPy scalars with NumPy's integer semantics, as every other
   NumPy integer scalar already was.
@@ -176,7 +178,9 @@ def test_results_that_depend_on_set_order_are_refused():
 
 
 def int_of(s):
-    return int(s)
+    # str(s): the translator parses strings where the argument may be one (a
+    # string's method, str(...), a loop over one); a bare parameter is a number
+    return int(str(s))
 
 
 def digit_square_sum(n):
