@@ -300,7 +300,7 @@ class CallsMixin(U.UfuncMethodsMixin):
             number = self.inline("python_number", v, T.string_literal(dt), label=label)
             return (f"block(define({v}, {self.expr(a)}), if(type({v}) == \"string\", "
                     f"{self.b.helper('__str_to_int')}({v}), {number}))")
-        if obj is float and not isinstance(a, ast.Constant):
+        if obj in (int, float) and not isinstance(a, ast.Constant):
             return self.inline("python_number", self.expr(a), T.string_literal(dt), label=label)
         return f"astype({self.expr(a)}, {T.string_literal(dt)})"
 
