@@ -994,23 +994,23 @@ def _distances(n, seed=47):
 # The fourth round (bench_numpy_kernels.py adds each as a Kernel of category "published").
 FOURTH_PUBLISHED = [
     dict(name="sieve_set", func=sieve_set, setup=lambda q: (_q(q, 100, 5000),), kind="loop"),
-    dict(name="happy_numbers", func=happy_numbers, setup=lambda q: (_q(q, 10, 2000),),
+    dict(name="happy_numbers", func=happy_numbers, setup=lambda q: (_q(q, 10, 300),),
          kind="loop", helpers=("is_happy",)),
-    dict(name="levenshtein", func=levenshtein, setup=lambda q: _strings(_q(q, 12, 400)),
+    dict(name="levenshtein", func=levenshtein, setup=lambda q: _strings(_q(q, 12, 150)),
          kind="loop"),
     dict(name="knapsack01", func=knapsack01, setup=lambda q: _knapsack_data(
-        _q(q, 8, 100), _q(q, 30, 1000)), kind="loop"),
-    dict(name="floyd_warshall_ij", func=floyd_warshall_ij, setup=lambda q: _distances(_q(q, 8, 120)),
+        _q(q, 8, 50), _q(q, 30, 500)), kind="loop"),
+    dict(name="floyd_warshall_ij", func=floyd_warshall_ij, setup=lambda q: _distances(_q(q, 8, 60)),
          kind="loop", rtol=1e-12),
     dict(name="matmul_loops", func=matmul_loops, setup=lambda q: (
-        _r(53).random((_q(q, 6, 120), _q(q, 5, 100))), _r(59).random((_q(q, 5, 100), _q(q, 7, 80)))),
+        _r(53).random((_q(q, 6, 60), _q(q, 5, 50))), _r(59).random((_q(q, 5, 50), _q(q, 7, 40)))),
          kind="loop", rtol=1e-9),
     dict(name="ackermann_table", func=ackermann_table, setup=lambda q: (2, _q(q, 3, 6)),
          kind="loop", helpers=("ackermann",)),
-    dict(name="word_frequency", func=word_frequency, setup=lambda q: (_WORDS * _q(q, 1, 300), 5),
+    dict(name="word_frequency", func=word_frequency, setup=lambda q: (_WORDS * _q(q, 1, 100), 5),
          kind="loop"),
     dict(name="distinct_powers", func=distinct_powers, setup=lambda q: (_q(q, 6, 15),),
          kind="loop"),
     dict(name="two_sum_pairs", func=two_sum_pairs, setup=lambda q: (
-        _r(61).integers(0, 100, _q(q, 50, 100_000)).tolist(), 100), kind="loop"),
+        _r(61).integers(0, 100, _q(q, 50, 20_000)).tolist(), 100), kind="loop"),
 ]
