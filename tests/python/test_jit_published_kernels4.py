@@ -232,6 +232,18 @@ def test_numpy_int64_scalars_keep_numpy_semantics(threads):
     check(add_loop, np.uint64(3), 50)
 
 
+def int_scalar_uses(n, xs):
+    d = {n: 1, 0.5: 2, (1, 2): 3}
+    return [0] * n, xs[n], d[2], "ab" * n, n * [1], d[0.5] + d[(1, 2)], xs[-n]
+
+
+def test_numpy_integer_scalars_work_where_python_takes_an_int(threads):
+    for n in (np.int64(2), np.int32(2), np.uint8(2), 2):
+        check(int_scalar_uses, n, [5, 6, 7])
+    with pytest.raises(IndexError):
+        tessera.jit(int_scalar_uses)(np.int64(5), [5, 6, 7])
+
+
 # ---------------------------------------------------------------- the kernels
 
 _QUICK = {k["name"]: k for k in suite_kernels.FOURTH_PUBLISHED}
