@@ -41,19 +41,6 @@ namespace {
 
 enum class NcKind : uint8_t { Int, Float, Bool, None };
 
-const char* nc_kind_name(NcKind k) {
-  switch (k) {
-    case NcKind::Int:
-      return "int";
-    case NcKind::Float:
-      return "float";
-    case NcKind::Bool:
-      return "bool";
-    default:
-      return "None";
-  }
-}
-
 bool nc_debug() { return native_debug() || fast_loops_debug(); }
 
 // The entry every compiled call has: arguments as 64-bit words (a double's
@@ -218,18 +205,21 @@ class NcCompiler {
   }
 
   bool compile_function() {
-    NcFunc& f = funcs[cur_];
+    // By index: the calls compiled below add functions to `funcs`.
+    const NcFunc& f = funcs[cur_];
     const FunctionCode& code = *f.code;
+    llvm::Function* fn = f.fn;
+    const std::vector<NcKind> arg_kinds = f.args;
     if (code.makes_closures) return refuse(code.body.get(), "the function makes functions");
-    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", f.fn));
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     dead_ = false;
     slots_.assign(code.frame_size, nullptr);
     kinds_.assign(code.frame_size, NcKind::None);
     assigned_.assign(code.frame_size, false);
-    bail_if(b_.CreateICmpSGT(f.fn->getArg(1), b_.getInt32(kMaxCallDepth)));
-    for (size_t i = 0; i < f.args.size(); ++i) {
+    bail_if(b_.CreateICmpSGT(fn->getArg(1), b_.getInt32(kMaxCallDepth)));
+    for (size_t i = 0; i < arg_kinds.size(); ++i) {
       if (i >= slots_.size()) return refuse(code.body.get(), "a parameter without a slot");
-      set_slot(i, {f.fn->getArg(static_cast<unsigned>(i + 2)), f.args[i]});
+      set_slot(i, {fn->getArg(static_cast<unsigned>(i + 2)), arg_kinds[i]});
     }
     NcVal v;
     if (!expr(code.body.get(), v)) return false;
@@ -261,12 +251,18 @@ class NcCompiler {
     NcFunc& f = funcs[cur_];
     if (v.k == NcKind::None) return refuse(n, "a return without a number");
     if (v.k != f.ret) {
-      NcKey key{f.code, f.args};
-      auto g = ret_guess_.find(key);
-      if (g != ret_guess_.end() || v.k == NcKind::None)
-        return refuse(n, std::string("returns both ") + nc_kind_name(f.ret) + " and " +
-                             nc_kind_name(v.k));
-      ret_guess_[key] = v.k;
+      // The kinds of calls' results are guesses until every return agrees
+      // (nc_compile gives up after a few rounds: one that returns both).
+      // A call's result returned: the callee's guess follows this one's
+      // once this one's is settled by a return of another kind.
+      const NcKey own{f.code, f.args};
+      auto t = call_target_.find(v.v);
+      if (t != call_target_.end() && ret_guess_.count(own)) {
+        const NcFunc& callee = funcs[t->second];
+        ret_guess_[NcKey{callee.code, callee.args}] = f.ret;
+      } else {
+        ret_guess_[own] = v.k;
+      }
       retry = true;
       return refuse(n, "return kind guessed wrong");
     }
@@ -393,6 +389,13 @@ class NcCompiler {
     for (size_t i = 0; i < kids.size(); ++i)
       if (!expr(kids[i], vals[i])) return false;
     if (kids.size() == 2) return binary(p, op, vals[0], vals[1], out);
+    if (kids.size() > 2 && (op == "add" || op == "multiply")) {  // a + b + c, left to right
+      NcVal acc = vals[0];
+      for (size_t i = 1; i < vals.size(); ++i)
+        if (!binary(p, op, acc, vals[i], acc)) return false;
+      out = acc;
+      return true;
+    }
     if (kids.size() == 1 && op == "negative") {
       if (vals[0].k == NcKind::Float) {
         out = {b_.CreateFNeg(vals[0].v), NcKind::Float};
@@ -443,6 +446,7 @@ class NcCompiler {
                                  b_.CreateAdd(caller->getArg(1), b_.getInt32(1))};
     for (auto& a : args) vs.push_back(a.v);
     llvm::Value* r = b_.CreateCall(funcs[target].fn, vs);
+    call_target_[r] = target;
     bail_if(b_.CreateICmpNE(b_.CreateLoad(b_.getInt32Ty(), caller->getArg(0)), b_.getInt32(0)));
     out = {r, funcs[target].ret};
     return true;
@@ -562,7 +566,13 @@ class NcCompiler {
       NcVal v;
       if (!expr(a->value(), v)) return false;
       if (dead_) return true;
-      if (v.k == NcKind::None) return refuse(n, "a value that is not a number");
+      if (v.k == NcKind::None && dynamic_cast<const ConstantNode*>(a->value())) {
+        // define(x, nil): a local declared (unassigned: reading it still refuses)
+        if (a->slot() < assigned_.size()) assigned_[a->slot()] = false;
+        return true;
+      }
+      if (v.k == NcKind::None)
+        return refuse(n, "a value that is not a number ('" + a->value()->label() + "')");
       if (kinds_[a->slot()] != NcKind::None && kinds_[a->slot()] != v.k)
         return refuse(n, "a variable that changes kind");
       set_slot(a->slot(), v);
@@ -598,6 +608,7 @@ class NcCompiler {
   std::vector<llvm::AllocaInst*> slots_;
   std::vector<NcKind> kinds_;
   std::vector<bool> assigned_;
+  std::map<const llvm::Value*, size_t> call_target_;  // a call's result: the function called
 };
 
 // Adds `entry(args, result)` calling function 0 of the group.
@@ -694,7 +705,8 @@ NcCompiled nc_compile(const Closure& closure, const std::vector<NcKind>& kinds) 
          " ms)");
     return out;
   }
-  note("'" + code.name + "' stays on the general path: its return kinds do not settle");
+  note("'" + code.name + "' stays on the general path: its return kinds do not settle (a function "
+       "returning both ints and floats or bools?)");
   return out;
 }
 
