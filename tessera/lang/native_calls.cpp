@@ -35,6 +35,7 @@
 #include "tessera/lang/fastloop.hpp"
 #include "tessera/lang/native.hpp"
 #include "tessera/lang/nodes.hpp"
+#include "tessera/runtime/interrupt.hpp"
 
 namespace tessera {
 namespace {
@@ -347,6 +348,29 @@ class NcCompiler {
         out.v = checked(llvm::Intrinsic::ssub_with_overflow, a, c);
       } else if (op == "multiply") {
         out.v = checked(llvm::Intrinsic::smul_with_overflow, a, c);
+      } else if (op == "bitwise_and" || op == "bitwise_or" || op == "bitwise_xor") {
+        if (x.k == NcKind::Bool && y.k == NcKind::Bool) {  // Python's bool & bool is a bool
+          out.k = NcKind::Bool;
+          a = x.v;
+          c = y.v;
+        }
+        out.v = op == "bitwise_and" ? b_.CreateAnd(a, c)
+                : op == "bitwise_or" ? b_.CreateOr(a, c)
+                                     : b_.CreateXor(a, c);
+      } else if (op == "right_shift") {
+        // A negative count is Python's ValueError (the general path's); a
+        // count of 64 or more gives the sign.
+        bail_if(b_.CreateICmpSLT(c, b_.getInt64(0)));
+        out.v = b_.CreateAShr(a, b_.CreateSelect(b_.CreateICmpSGT(c, b_.getInt64(63)),
+                                                 b_.getInt64(63), c));
+      } else if (op == "left_shift") {
+        // Python's int does not overflow: a result beyond int64 is the
+        // general path's (its error), as is a negative count.
+        bail_if(b_.CreateOr(b_.CreateICmpSLT(c, b_.getInt64(0)),
+                            b_.CreateICmpSGT(c, b_.getInt64(62))));
+        llvm::Value* r = b_.CreateShl(a, c);
+        bail_if(b_.CreateICmpNE(b_.CreateAShr(r, c), a));
+        out.v = r;
       } else if (op == "floor_divide" || op == "mod") {
         // Python's: the floor of the quotient, the remainder with the
         // divisor's sign. By zero, and INT64_MIN // -1: the general path.
@@ -384,10 +408,19 @@ class NcCompiler {
     if (p.unfused()) return expr(p.unfused(), out);  // a fused call: its expression
     const std::vector<const Node*> kids = p.children();
     std::string op = p.spec()->name;
-    if (op == "remainder") op = "mod";
+    if (op == "remainder" || op == "imod") op = "mod";
+    if (op == "iadd" || op == "isub" || op == "imul" || op == "ifloordiv")
+      op = op == "iadd" ? "add" : op == "isub" ? "subtract" : op == "imul" ? "multiply" : "floor_divide";
     std::vector<NcVal> vals(kids.size());
-    for (size_t i = 0; i < kids.size(); ++i)
+    // range_index(n, "range"): the second operand names the caller for errors.
+    const size_t evaluated = op == "range_index" ? 1 : kids.size();
+    for (size_t i = 0; i < evaluated; ++i)
       if (!expr(kids[i], vals[i])) return false;
+    if (kids.size() == 2 && op == "range_index") {  // range()'s bound: an int is itself
+      if (vals[0].k != NcKind::Int) return refuse(&p, "a range bound that is not an int");
+      out = vals[0];
+      return true;
+    }
     if (kids.size() == 2) return binary(p, op, vals[0], vals[1], out);
     if (kids.size() > 2 && (op == "add" || op == "multiply")) {  // a + b + c, left to right
       NcVal acc = vals[0];
@@ -406,7 +439,7 @@ class NcCompiler {
              NcKind::Int};
       return true;
     }
-    if (kids.size() == 1 && (op == "logical_not" || op == "not")) {
+    if (kids.size() == 1 && (op == "logical_not" || op == "not" || op == "not_")) {
       if (vals[0].k == NcKind::None) return refuse(&p, "an operand is not a number");
       out = {b_.CreateNot(truth(vals[0])), NcKind::Bool};
       return true;
@@ -508,6 +541,45 @@ class NcCompiler {
     return true;
   }
 
+  // while(cond, body): Ctrl-C is checked on every turn (a bail: the general
+  // path runs the call again and stops at its own check).
+  bool while_node(const WhileNode& n, NcVal& out) {
+    const std::vector<const Node*> kids = n.children();
+    llvm::Function* fn = funcs[cur_].fn;
+    auto* head = llvm::BasicBlock::Create(ctx_, "head", fn);
+    auto* body = llvm::BasicBlock::Create(ctx_, "body", fn);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    auto* flag_ty = b_.getInt8Ty();
+    llvm::Value* flag_at = b_.CreateIntToPtr(
+        b_.getInt64(reinterpret_cast<uint64_t>(interrupt_flag_address())),
+        llvm::PointerType::getUnqual(flag_ty));
+    llvm::LoadInst* flag = b_.CreateLoad(flag_ty, flag_at);
+    flag->setAtomic(llvm::AtomicOrdering::Monotonic);
+    flag->setAlignment(llvm::Align(1));
+    bail_if(b_.CreateICmpNE(flag, b_.getInt8(0)));
+    NcVal c;
+    if (!expr(kids[0], c)) return false;
+    if (c.k == NcKind::None || dead_) return refuse(kids[0], "a loop condition that is not a number");
+    b_.CreateCondBr(truth(c), body, exit);
+    b_.SetInsertPoint(body);
+    const std::vector<bool> before = assigned_;
+    loops_.push_back({head, exit});
+    const bool ok = expr(kids[1], c);
+    loops_.pop_back();
+    if (!ok) return false;
+    if (dead_)
+      b_.CreateUnreachable();
+    else
+      b_.CreateBr(head);
+    dead_ = false;
+    assigned_ = before;  // the body may not run
+    b_.SetInsertPoint(exit);
+    out = {};
+    return true;
+  }
+
   bool logical(const LogicalNode& n, NcVal& out) {
     const std::vector<const Node*> kids = n.children();
     const bool is_and = n.label() == "&&";
@@ -587,8 +659,14 @@ class NcCompiler {
     if (auto* c = dynamic_cast<const CallNode*>(n)) return call(*c, out);
     if (auto* i = dynamic_cast<const IfNode*>(n)) return if_node(*i, out);
     if (auto* l = dynamic_cast<const LogicalNode*>(n)) return logical(*l, out);
+    if (auto* w = dynamic_cast<const WhileNode*>(n)) return while_node(*w, out);
     if (auto* c = dynamic_cast<const ControlNode*>(n)) {
-      if (c->label() != "return") return refuse(n, "break or continue");
+      if (c->label() != "return") {
+        if (loops_.empty()) return refuse(n, "break or continue outside a loop");
+        b_.CreateBr(c->label() == "break" ? loops_.back().second : loops_.back().first);
+        dead();
+        return true;
+      }
       const std::vector<const Node*> kids = c->children();
       if (kids.empty()) return refuse(n, "a return without a value");
       NcVal v;
@@ -608,7 +686,8 @@ class NcCompiler {
   std::vector<llvm::AllocaInst*> slots_;
   std::vector<NcKind> kinds_;
   std::vector<bool> assigned_;
-  std::map<const llvm::Value*, size_t> call_target_;  // a call's result: the function called
+  std::map<const llvm::Value*, size_t> call_target_;
+  std::vector<std::pair<llvm::BasicBlock*, llvm::BasicBlock*>> loops_;  // (continue, break)  // a call's result: the function called
 };
 
 // Adds `entry(args, result)` calling function 0 of the group.
