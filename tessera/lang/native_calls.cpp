@@ -385,7 +385,7 @@ class NcCompiler {
         out.v = op == "mod" ? b_.CreateSelect(adjust, b_.CreateAdd(r, c), r)
                             : b_.CreateSelect(adjust, b_.CreateSub(q, b_.getInt64(1)), q);
       } else {
-        return refuse(&p, "'" + op + "' of ints has no native code in calls");
+        return refuse(&p, "'" + op + "' of ints is not compiled in native calls");
       }
       return true;
     }
@@ -399,7 +399,7 @@ class NcCompiler {
     } else if (op == "multiply") {
       out.v = b_.CreateFMul(a, c);
     } else {
-      return refuse(&p, "'" + op + "' of floats has no native code in calls");
+      return refuse(&p, "'" + op + "' of floats is not compiled in native calls");
     }
     return true;
   }
@@ -444,7 +444,7 @@ class NcCompiler {
       out = {b_.CreateNot(truth(vals[0])), NcKind::Bool};
       return true;
     }
-    return refuse(&p, "'" + op + "' has no native code in calls");
+    return refuse(&p, "'" + op + "' is not compiled in native calls");
   }
 
   bool call(const CallNode& c, NcVal& out) {
@@ -674,7 +674,7 @@ class NcCompiler {
       if (dead_) return true;
       return ret(n, v);
     }
-    return refuse(n, "'" + n->label() + "' has no native code in calls");
+    return refuse(n, "'" + n->label() + "' is not compiled in native calls");
   }
 
   llvm::LLVMContext& ctx_;
@@ -776,12 +776,12 @@ NcCompiled nc_compile(const Closure& closure, const std::vector<NcKind>& kinds) 
     out.ret = c.funcs[0].ret;
     out.steps = c.steps;
     out.functions = c.funcs.size();
-    note("'" + code.name + "' compiled to native code (" + std::to_string(c.funcs.size()) +
-         " function(s), " +
-         std::to_string(std::chrono::duration<double, std::milli>(
-                            std::chrono::steady_clock::now() - t0)
-                            .count()) +
-         " ms)");
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f",
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count());
+    note("native code for the call of '" + code.name + "' (" + std::to_string(c.funcs.size()) +
+         " function(s), compiled in " + ms + " ms)");
     return out;
   }
   note("'" + code.name + "' stays on the general path: its return kinds do not settle (a function "
