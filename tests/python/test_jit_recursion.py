@@ -73,6 +73,13 @@ def floor_rec(a, b):
     return a % b - a // 7
 
 
+def signed_ops(a, b):
+    # Python's floor division and modulo of negative ints (C's truncate).
+    if a > 20:
+        return 0
+    return a % b + 10 * (a // b) + 100 * (-a % 7) + 1000 * (a // -6) + signed_ops(a + 3, b)
+
+
 def big_product(n):
     # Past 20, Python's int grows beyond int64: tessera's ints are 64 bits and
     # the general path raises there (test_overflow_of_python_int_is_an_error).
@@ -174,6 +181,7 @@ CASES = [(queens_bits, (6, 0, 0, 0, 0)), (digits_loop, (987654321, 4)), (shift_b
          (fib, (15,)), (fib, (0,)), (fib_float, (12.0,)), (ackermann, (2, 3)),
          (gcd, (1071, 462)), (gcd, (-48, 18)), (power, (3, 13)), (power, (-2, 63)),
          (is_even, (41,)), (is_odd, (41,)), (collatz_steps, (27,)), (floor_rec, (-17, 5)),
+         (signed_ops, (-20, 3)), (signed_ops, (-20, -4)),
          (big_product, (20,)), (div_down, (5,)), (wrap_np, (5, 1, np.array([1_000_003], dtype=np.int64))),
          (range_sum, (np.arange(10.0), 0, 10)), (range_sum, (np.arange(10.0), 0, 11)),
          (quicksort, (np.array([5.0, 1.0, 4.0, 2.0, 8.0, 0.5]), 0, 5)),
@@ -220,16 +228,16 @@ import sys; sys.path.insert(0, {here!r})
 import tessera, test_jit_recursion as t
 for f, args in [(t.fib, (20,)), (t.ackermann, (2, 3)), (t.gcd, (1071, 462)),
                 (t.queens_bits, (6, 0, 0, 0, 0)), (t.digits_loop, (987654321, 4)),
-                (t.power, (3, 13)), (t.is_even, (41,)), (t.fib_float, (12.0,))]:
+                (t.signed_ops, (-20, 3)), (t.power, (3, 13)), (t.is_even, (41,)), (t.fib_float, (12.0,))]:
     print(tessera.jit(f)(*args))
 """
     stdout, stderr = run_script(script, **PATHS["native"])
-    for name in ("fib", "ackermann", "gcd", "queens_bits", "digits_loop", "py_power", "is_even",
-                 "fib_float"):
+    for name in ("fib", "ackermann", "gcd", "queens_bits", "digits_loop", "signed_ops", "py_power",
+                 "is_even", "fib_float"):
         assert f"native code for the call of '{name}'" in stderr, stderr
     assert stdout.split() == [str(v) for v in (fib(20), ackermann(2, 3), gcd(1071, 462),
                                               queens_bits(6, 0, 0, 0, 0),
-                                              digits_loop(987654321, 4),
+                                              digits_loop(987654321, 4), signed_ops(-20, 3),
                                               power(3, 13), is_even(41), fib_float(12.0))]
 
 
