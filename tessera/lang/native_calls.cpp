@@ -714,6 +714,25 @@ void nc_add_entry(llvm::LLVMContext& ctx, llvm::Module& mod, const NcFunc& f,
   b.CreateRet(b.CreateLoad(b.getInt32Ty(), status));
 }
 
+// True when a function of the group calls itself, directly or through others.
+bool nc_recursive(const std::vector<NcStep>& steps, size_t n) {
+  std::vector<std::vector<size_t>> calls(n);
+  for (const NcStep& s : steps) calls[s.caller].push_back(s.callee);
+  for (size_t start = 0; start < n; ++start) {
+    std::vector<bool> seen(n, false);
+    std::vector<size_t> todo = calls[start];
+    while (!todo.empty()) {
+      const size_t f = todo.back();
+      todo.pop_back();
+      if (f == start) return true;
+      if (seen[f]) continue;
+      seen[f] = true;
+      todo.insert(todo.end(), calls[f].begin(), calls[f].end());
+    }
+  }
+  return false;
+}
+
 NcCompiled nc_compile(const Closure& closure, const std::vector<NcKind>& kinds) {
   NcCompiled out;
   NcJit& j = nc_jit();
@@ -737,6 +756,12 @@ NcCompiled nc_compile(const Closure& closure, const std::vector<NcKind>& kinds) 
       if (c.retry) continue;
       note("'" + code.name + "' stays on the general path: " + c.why + " (at " +
            c.where.str() + ")");
+      return out;
+    }
+    if (!nc_recursive(c.steps, c.funcs.size())) {
+      // Its loops are native loops already (with node counters, checkpoints
+      // and the vectorisers); only recursion is this code's to take.
+      note("'" + code.name + "' stays on the general path: it calls nothing recursive");
       return out;
     }
     const std::string name = "tessera_call_" + std::to_string(j.next++);
