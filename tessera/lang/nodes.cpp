@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "tessera/lang/native_calls.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/runtime/interrupt.hpp"
 #include "tessera/runtime/parallel.hpp"
@@ -888,6 +889,11 @@ Future<Value> invoke_with(const Value& fn, std::vector<A> args, const SourceLoc&
   auto* closure = dynamic_cast<const Closure*>(callable);
   if (!closure) {
     return fail_with<TypeError>(loc, "[call] value is not callable");
+  }
+  if constexpr (std::is_same_v<A, Value>) {
+    // Scalar code over Python numbers: a native function (native_calls.cpp).
+    Value native_result;
+    if (native_call(*closure, args, native_result)) return Future<Value>::ready(std::move(native_result));
   }
   if (tl_call_depth >= kMaxCallDepthOffWorker && !in_worker()) {
     // Deep recursion moves to a worker's large stack.
