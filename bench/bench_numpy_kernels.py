@@ -58,7 +58,7 @@ from published_kernels import (  # noqa: E402 - bench/, on the path above
     random_walk_2d, black_scholes, black_scholes_erf, rk4_oscillator, sor_poisson,
     knn_predict, rolling_std, count_prime_factors, matrix_chain_order, spectral_norm,
     nbody_game, select_to_list, digitize_histogram, _check_walk_2d, _options, _bodies,
-    _knn_data, MORE_PUBLISHED)
+    _knn_data, MORE_PUBLISHED, FOURTH_PUBLISHED)
 
 # ---------------------------------------------------------------- stencils and diffusion
 
@@ -1079,6 +1079,7 @@ KERNELS = [
 ]
 
 KERNELS += [Kernel(category="published", **spec) for spec in MORE_PUBLISHED]
+KERNELS += [Kernel(category="published", **spec) for spec in FOURTH_PUBLISHED]
 
 # The published kernels (issue 31's check "against programs nobody here wrote"):
 # tests/python/test_jit_published_kernels.py runs them at 1 and 2 threads.

@@ -714,6 +714,124 @@ def laplace_converge(u, tol):
     return u, iters
 
 
+
+# The fourth round: Rosetta Code's tasks as its Python entries write them (a sieve
+# and happy numbers with a set, Levenshtein and 0/1 knapsack on lists of lists,
+# Floyd-Warshall and matrix multiplication by A[i][j] on 2-D arrays, Ackermann by
+# recursion, word frequency with a dict), Project Euler's distinct powers with a
+# set comprehension, and the two-sum pair count of interview books.
+
+
+def sieve_set(limit):
+    composites = set()
+    primes = []
+    for i in range(2, limit + 1):
+        if i not in composites:
+            primes.append(i)
+            for j in range(i * i, limit + 1, i):
+                composites.add(j)
+    return primes
+
+
+def is_happy(n):
+    seen = set()
+    while n != 1 and n not in seen:
+        seen.add(n)
+        n = sum(int(c) ** 2 for c in str(n))
+    return n == 1
+
+
+def happy_numbers(count):
+    out = []
+    n = 1
+    while len(out) < count:
+        if is_happy(n):
+            out.append(n)
+        n += 1
+    return out
+
+
+def levenshtein(s1, s2):
+    m, n = len(s1), len(s2)
+    d = [[0] * (n + 1) for _ in range(m + 1)]
+    for i in range(m + 1):
+        d[i][0] = i
+    for j in range(n + 1):
+        d[0][j] = j
+    for i in range(1, m + 1):
+        for j in range(1, n + 1):
+            cost = 0 if s1[i - 1] == s2[j - 1] else 1
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+    return d[m][n]
+
+
+def knapsack01(values, weights, capacity):
+    n = len(values)
+    table = [[0] * (capacity + 1) for _ in range(n + 1)]
+    for i in range(1, n + 1):
+        for w in range(capacity + 1):
+            if weights[i - 1] <= w:
+                table[i][w] = max(table[i - 1][w],
+                                  table[i - 1][w - weights[i - 1]] + values[i - 1])
+            else:
+                table[i][w] = table[i - 1][w]
+    return table[n][capacity]
+
+
+def floyd_warshall_ij(dist):
+    n = dist.shape[0]
+    for k in range(n):
+        for i in range(n):
+            for j in range(n):
+                if dist[i][k] + dist[k][j] < dist[i][j]:
+                    dist[i][j] = dist[i][k] + dist[k][j]
+    return dist
+
+
+def matmul_loops(A, B):
+    n, m, p = A.shape[0], A.shape[1], B.shape[1]
+    C = np.zeros((n, p))
+    for i in range(n):
+        for j in range(p):
+            for k in range(m):
+                C[i][j] += A[i][k] * B[k][j]
+    return C
+
+
+def ackermann(m, n):
+    if m == 0:
+        return n + 1
+    if n == 0:
+        return ackermann(m - 1, 1)
+    return ackermann(m - 1, ackermann(m, n - 1))
+
+
+def ackermann_table(m_max, n_max):
+    return [[ackermann(m, n) for n in range(n_max + 1)] for m in range(m_max + 1)]
+
+
+def word_frequency(text, top):
+    counts = {}
+    for word in text.lower().split():
+        word = word.strip(".,;:!?\"'()")
+        if word:
+            counts[word] = counts.get(word, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+
+
+def distinct_powers(n):
+    return len({a ** b for a in range(2, n + 1) for b in range(2, n + 1)})
+
+
+def two_sum_pairs(xs, target):
+    seen = set()
+    pairs = set()
+    for x in xs:
+        if target - x in seen:
+            pairs.add((min(x, target - x), max(x, target - x)))
+        seen.add(x)
+    return len(pairs)
+
 def _check_walk_2d(result, args):
     n = args[0]
     r = np.asarray(result)
@@ -849,4 +967,50 @@ MORE_PUBLISHED = [
     dict(name="laplace_converge", func=laplace_converge,
          setup=lambda q: _laplace_grid(_q(q, 10, 50)), rtol=1e-12,
          elements=lambda q: _q(q, 10, 50) ** 2),
+]
+
+
+_WORDS = ("the quick brown fox jumps over the lazy dog; a dog, a cat and the fox. "
+          "Then the cat said: 'the dog is lazy!' (and the fox ran away)")
+
+
+def _strings(n, seed=41):
+    r = _r(seed)
+    letters = "acgt"
+    return tuple("".join(letters[i] for i in r.integers(0, 4, n)) for _ in range(2))
+
+
+def _knapsack_data(n, cap, seed=43):
+    r = _r(seed)
+    return r.integers(1, 100, n).tolist(), r.integers(1, 30, n).tolist(), cap
+
+
+def _distances(n, seed=47):
+    d = _r(seed).random((n, n)) * 10
+    np.fill_diagonal(d, 0.0)
+    return (d,)
+
+
+# The fourth round (bench_numpy_kernels.py adds each as a Kernel of category "published").
+FOURTH_PUBLISHED = [
+    dict(name="sieve_set", func=sieve_set, setup=lambda q: (_q(q, 100, 5000),), kind="loop"),
+    dict(name="happy_numbers", func=happy_numbers, setup=lambda q: (_q(q, 10, 300),),
+         kind="loop", helpers=("is_happy",)),
+    dict(name="levenshtein", func=levenshtein, setup=lambda q: _strings(_q(q, 12, 150)),
+         kind="loop"),
+    dict(name="knapsack01", func=knapsack01, setup=lambda q: _knapsack_data(
+        _q(q, 8, 50), _q(q, 30, 500)), kind="loop"),
+    dict(name="floyd_warshall_ij", func=floyd_warshall_ij, setup=lambda q: _distances(_q(q, 8, 60)),
+         kind="loop", rtol=1e-12),
+    dict(name="matmul_loops", func=matmul_loops, setup=lambda q: (
+        _r(53).random((_q(q, 6, 60), _q(q, 5, 50))), _r(59).random((_q(q, 5, 50), _q(q, 7, 40)))),
+         kind="loop", rtol=1e-9),
+    dict(name="ackermann_table", func=ackermann_table, setup=lambda q: (2, _q(q, 3, 6)),
+         kind="loop", helpers=("ackermann",)),
+    dict(name="word_frequency", func=word_frequency, setup=lambda q: (_WORDS * _q(q, 1, 100), 5),
+         kind="loop"),
+    dict(name="distinct_powers", func=distinct_powers, setup=lambda q: (_q(q, 6, 15),),
+         kind="loop"),
+    dict(name="two_sum_pairs", func=two_sum_pairs, setup=lambda q: (
+        _r(61).integers(0, 100, _q(q, 50, 20_000)).tolist(), 100), kind="loop"),
 ]

@@ -21,6 +21,7 @@ from . import _translate as T
 from . import _type_tests as TT
 from . import _ufuncs as U
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
+from ._sets import SET_CALLS
 
 # the modules of tessera's NumPy library (functions translated per call site)
 LIBRARY_MODULES = ("tessera._numpy_lib", "tessera._numpy_apply_lib")
@@ -28,6 +29,43 @@ LIBRARY_MODULES = ("tessera._numpy_lib", "tessera._numpy_apply_lib")
 _PLAIN_EXPRESSIONS = (ast.Name, ast.Constant, ast.Attribute, ast.Subscript, ast.BinOp,
                       ast.UnaryOp, ast.Slice, ast.Tuple, ast.Load, ast.operator, ast.unaryop,
                       ast.expr_context)
+
+
+_STR_METHODS = frozenset({"strip", "lstrip", "rstrip", "lower", "upper", "replace", "join",
+                          "format", "split", "rsplit", "splitlines"})
+
+
+def _string_like(node, fdef, depth=0) -> bool:
+    """Whether ``node`` may hold a string (or, for a loop's iterable, strings):
+    a string constant, f-string, ``str(...)``, ``input()``, a string method's
+    result, an item of one, or a name the function binds to one (an
+    assignment, or the target of a loop or comprehension over one)."""
+    if depth > 8:
+        return False
+    if isinstance(node, (ast.JoinedStr, ast.Constant)):
+        return isinstance(node, ast.JoinedStr) or isinstance(node.value, str)
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Name):
+            return f.id in ("str", "input", "repr", "format", "chr", "bin", "hex", "oct")
+        return isinstance(f, ast.Attribute) and f.attr in _STR_METHODS
+    if isinstance(node, ast.Subscript):
+        return _string_like(node.value, fdef, depth + 1)
+    if not isinstance(node, ast.Name):
+        return False
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == node.id for t in n.targets):
+            if _string_like(n.value, fdef, depth + 1):
+                return True
+        elif isinstance(n, (ast.For, ast.comprehension)) and any(
+                isinstance(t, ast.Name) and t.id == node.id for t in ast.walk(n.target)):
+            if _string_like(n.iter, fdef, depth + 1):
+                return True
+        elif isinstance(n, ast.arg) and n.arg == node.id and isinstance(
+                n.annotation, ast.Name) and n.annotation.id == "str":
+            return True
+    return False
 
 
 def _pack_varargs(spec, args):
@@ -129,6 +167,8 @@ class CallsMixin(U.UfuncMethodsMixin):
         ):
             return f"ndindex({self.expr(node.args[0].value)})"  # np.ndindex(*x.shape)
         args, kws = self.call_args(node)
+        if isinstance(f, ast.Name) and f.id in SET_CALLS:  # sum/min/max of a set (_sets.py)
+            return f"{self.b.helper(SET_CALLS[f.id])}({self.expr(node.args[0])})"
         if isinstance(f, ast.Name) and self.is_variable(f.id):
             spec = self.local_def_args(f.id)
             if spec is not None:
@@ -252,6 +292,14 @@ class CallsMixin(U.UfuncMethodsMixin):
                 return T.float_literal(float(a.value))
         if obj is bool:
             return f"not_(not_({self.expr(a)}))"  # Python's truth (arrays: one element)
+        if obj is int and _string_like(a, self.node):
+            # int(s) of a string (int(c) for c in str(n)): Python's base-10 parse
+            # (only where the argument may be a string: the type test has no
+            # native code, and would keep int(x[i]) loops off it)
+            v = self.b.tmp("v")
+            number = self.inline("python_number", v, T.string_literal(dt), label=label)
+            return (f"block(define({v}, {self.expr(a)}), if(type({v}) == \"string\", "
+                    f"{self.b.helper('__str_to_int')}({v}), {number}))")
         if obj in (int, float) and not isinstance(a, ast.Constant):
             return self.inline("python_number", self.expr(a), T.string_literal(dt), label=label)
         return f"astype({self.expr(a)}, {T.string_literal(dt)})"
@@ -773,7 +821,9 @@ class CallsMixin(U.UfuncMethodsMixin):
             if kws or not 1 <= len(args) <= 2:
                 self.unsupported("sum() with these arguments", node)
             t = texts()
-            s = f"{self.b.helper('__py_sum')}({t[0]})"
+            made = (ast.GeneratorExp, ast.ListComp, ast.List, ast.Tuple)
+            helper = "__py_sum_list" if isinstance(args[0], made) else "__py_sum"
+            s = f"{self.b.helper(helper)}({t[0]})"
             return s if len(t) == 1 else f"({s} + {t[1]})"
         if name == "round":
             t = texts()

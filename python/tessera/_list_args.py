@@ -18,6 +18,7 @@ import ast
 import numpy as np
 
 from . import _numpy_map as M
+from ._sets import SET_MARK
 
 # Methods that change their receiver (lists, dicts): a call on a parameter, or
 # on an element of one (``p[i].append(v)``), changes the caller's object.
@@ -315,7 +316,10 @@ _TUPLE_CALLS = {"shape", "nonzero", "meshgrid", "divmod", "svd", "eigh", "eig", 
 
 def _result_spec(node):
     """Which parts of a returned expression are tuples in Python (the language
-    only has lists): tuple displays, ``x.shape``, ``np.nonzero(...)``, ..."""
+    only has lists): tuple displays, ``x.shape``, ``np.nonzero(...)``, ...;
+    and which are sets (marked by _sets.py)."""
+    if getattr(node, SET_MARK, False):
+        return ("set", None)
     if isinstance(node, (ast.Tuple, ast.List)):
         kind = "tuple" if isinstance(node, ast.Tuple) else "list"
         return (kind, [_result_spec(e) for e in node.elts])
@@ -348,7 +352,10 @@ def _returns_spec(fdef):
 def convert_result(value, spec):
     """Applies a result spec: lists that were tuples in Python become tuples
     (tuples made by the program already come back as tuples; the spec covers
-    the primitives that return lists where NumPy returns tuples)."""
+    the primitives that return lists where NumPy returns tuples); a set
+    (held as a dict, _sets.py) becomes a Python set."""
+    if spec is not None and spec[0] == "set" and isinstance(value, dict):
+        return set(value)
     if spec is None or not isinstance(value, (list, tuple)):
         return value
     kind, items = spec

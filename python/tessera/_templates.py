@@ -21,6 +21,12 @@ HELPERS = {
     "__item": """define(__item, x, item(x))""",
     # Python's sum(xs): over the first axis, 0 (an int) for nothing to add.
     "__py_sum": """define(__py_sum, x, if(len(x) == 0, 0, sum(x, axis=0)))""",
+    # sum() of a list the translator sees made (a generator, a comprehension,
+    # a display): added left to right from 0, as Python adds (its ints stay
+    # ints, its floats rounded in Python's order).
+    "__py_sum_list": """define(__py_sum_list, x, block(
+  define(t, 0), define(i, 0), define(n, len(x)),
+  while(i < n, block(define(t, t + getitem(x, i)), define(i, i + 1))), t))""",
     # an item of np.c_[...]: a 1-d array as a column
     "__c_column": """define(__c_column, x, if(ndim(x) == 1, reshape(x, list(-1, 1)), x))""",
     # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
@@ -53,6 +59,34 @@ HELPERS.update({
   if(str_endswith(t, " array"), if(ndim(x) == 0, concat("numpy.", str_replace(t, " array", "")),
     "numpy.ndarray"), t)))))""",
 })
+# A set's sum, min and max (sets are dicts of their elements, _sets.py): over
+# its keys in any order, exact for ints; floats would be added in Python's set order.
+HELPERS["__set_sum"] = """define(__set_sum, s, block(
+  define(k, keys(s)), define(t, 0), define(i, 0), define(n, len(k)),
+  while(i < n, block(define(v, getitem(k, i)),
+    if(type(v) == "float", assert(false, concat("$EValueError] [sum] the sum of a set of floats ",
+      "depends on Python's set order, which tessera does not reproduce: ",
+      "use sum(sorted(s)) (element ", str(v), ")"))),
+    define(t, t + v), define(i, i + 1))),
+  t))""".replace("$E", ERROR_TAG)
+for _op, _cmp in (("min", "<"), ("max", ">")):
+    HELPERS[f"__set_{_op}"] = f"""define(__set_{_op}, s, block(
+  define(k, keys(s)), define(n, len(k)),
+  if(n == 0, assert(false, "$EValueError] {_op}() arg is an empty sequence")),
+  define(m, getitem(k, 0)), define(i, 1),
+  while(i < n, block(define(v, getitem(k, i)), if(v {_cmp} m, define(m, v)), define(i, i + 1))),
+  m))""".replace("$E", ERROR_TAG)
+# int(s) of a string as Python reads it in base 10 (blanks around, a sign,
+# digits); anything else is Python's ValueError.
+HELPERS["__str_to_int"] = """define(__str_to_int, s, block(
+  define(t, str_strip(s)), define(n, len(t)), define(i, 0), define(sign, 1), define(r, 0),
+  define(bad, concat("$EValueError] invalid literal for int() with base 10: '", s, "'")),
+  if(n > 0, if(getitem(t, 0) == "-" || getitem(t, 0) == "+", block(
+    if(getitem(t, 0) == "-", define(sign, -1)), define(i, 1)))),
+  if(i >= n, assert(false, bad)),
+  while(i < n, block(define(d, str_find("0123456789", getitem(t, i))),
+    if(d < 0, assert(false, bad)), define(r, r * 10 + d), define(i, i + 1))),
+  sign * r))""".replace("$E", ERROR_TAG)
 HELPER_DEPS.update({"__list_append": ("__py_type_name",), "__list_extend": ("__py_type_name",)})
 
 # The builtin exceptions a jit function may raise (raise_stmt; jit.py maps them back).

@@ -31,6 +31,7 @@ from ._expressions import ExpressionsMixin
 from ._generators import eager_generators, first_yield_line
 from ._list_args import (_result_spec, _returns_spec, changed_roots,
                          convert_result, element_check, element_names)
+from ._sets import rewrite_sets
 from ._statements import StatementsMixin
 from ._templates import ERROR_TAG, HELPER_DEPS, HELPERS, INLINE, RAISABLE  # noqa: F401
 
@@ -516,6 +517,8 @@ def parse_function(func):
     if isinstance(node, ast.AsyncFunctionDef):
         raise UnsupportedError(f"async function '{func.__name__}' (at {where})")
     _check_depth(node, fname)
+    rewrite_sets(node, fname, UnsupportedError,
+                 builtin_set="set" not in func.__globals__ or func.__globals__["set"] is set)
     _parse_cache[key] = (node, fname)
     return node, fname
 

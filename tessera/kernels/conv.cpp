@@ -277,6 +277,28 @@ void pool_backward_loops(PoolKind kind, const Geom3& g, const T* x, const T* gy,
   });
 }
 
+template <class T>
+void max_pool_select_loops(const Geom3& g, const T* x, const T* cx, T* y) {
+  const int64_t c = g.ci, sample = g.d * g.h * g.w * c;
+  std::vector<T> best(static_cast<size_t>(c));
+  std::vector<int64_t> where(static_cast<size_t>(c));
+  for_outputs(g, [&](int64_t n, int64_t od, int64_t oh, int64_t ow, int64_t out_pos) {
+    std::fill(where.begin(), where.end(), int64_t{-1});
+    for_window(g, od, oh, ow, [&](int64_t pos) {
+      const T* xp = x + n * sample + pos * c;
+      for (int64_t k = 0; k < c; ++k) {
+        // The first maximum wins, as in pool_backward_loops.
+        if (where[k] < 0 || xp[k] > best[k]) {
+          best[k] = xp[k];
+          where[k] = pos * c + k;
+        }
+      }
+    });
+    T* yp = y + out_pos * c;
+    for (int64_t k = 0; k < c; ++k) yp[k] = where[k] >= 0 ? cx[n * sample + where[k]] : T(0);
+  });
+}
+
 // ---------------------------------------------------------------------------
 // oneDNN (float32).
 
@@ -968,6 +990,15 @@ void pool_backward(DType dt, PoolKind kind, const ConvShape& s, const void* x, c
     using T = typename decltype(t)::type;
     pool_backward_loops(kind, as_3d(s), static_cast<const T*>(x), static_cast<const T*>(g),
                         static_cast<T*>(dx));
+  });
+}
+
+void max_pool_select(DType dt, const ConvShape& s, const void* x, const void* c, void* y) {
+  if (s.batch == 0 || s.out_size() == 0) return;
+  by_dtype(dt, [&](auto t) {
+    using T = typename decltype(t)::type;
+    max_pool_select_loops(as_3d(s), static_cast<const T*>(x), static_cast<const T*>(c),
+                          static_cast<T*>(y));
   });
 }
 

@@ -145,6 +145,11 @@ void pool_forward(DType dt, PoolKind kind, const ConvShape& s, const void* x, vo
 void pool_backward(DType dt, PoolKind kind, const ConvShape& s, const void* x, const void* g,
                    void* dx);
 
+// y[window] = c at the first maximum of x's window (row-major, as pool_backward):
+// max pooling's forward derivative in the direction c, the adjoint of its
+// backward (second-order gradients). y is shaped as the pooling's output.
+void max_pool_select(DType dt, const ConvShape& s, const void* x, const void* c, void* y);
+
 // Number of kernel calls oneDNN has executed since the process started (the
 // float32 path; tests use it to check that oneDNN, not the loops, ran).
 uint64_t onednn_calls();

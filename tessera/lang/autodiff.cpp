@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "tessera/lang/parser.hpp"
+#include "tessera/primitives/gradient_expansions.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera {
@@ -78,6 +79,21 @@ const std::vector<AstPtr>& parsed_rules(const PrimitiveSpec& spec) {
   return cache.emplace(&spec, std::move(rules)).first->second;
 }
 
+// The parsed expansion of a backward primitive (gradient_expansions.hpp),
+// parsed once; null when it has none.
+AstPtr parsed_expansion(const PrimitiveSpec& spec) {
+  static std::mutex mutex;
+  static std::unordered_map<const PrimitiveSpec*, AstPtr> cache;
+  std::lock_guard lock(mutex);
+  auto it = cache.find(&spec);
+  if (it != cache.end()) return it->second;
+  AstPtr rule;
+  if (const std::string* text = gradient_expansion(spec.name)) {
+    rule = parse_expression(*text, "<expansion of " + spec.name + ">");
+  }
+  return cache.emplace(&spec, std::move(rule)).first->second;
+}
+
 // The parsed grad_fusion_common of a primitive (parsed once; null when none).
 const AstPtr& parsed_fusion_common(const PrimitiveSpec& spec) {
   static std::mutex mutex;
@@ -127,11 +143,12 @@ struct Operand {
 
 // One forward step whose backward the gradient needs.
 struct Step {
-  enum class Kind { primitive, getitem, cond, list, checkpoint };
+  enum class Kind { primitive, getitem, getitem_grad, cond, list, checkpoint };
   Kind kind = Kind::primitive;
   SourceLoc loc;
   const PrimitiveSpec* spec = nullptr;
-  std::vector<Operand> args;  // per parameter; for getitem: target then indices
+  // per parameter; for getitem: target then indices; for getitem_grad: g then indices
+  std::vector<Operand> args;
   int out = -1;
   AstPtr cond;
   std::vector<Step> then_steps, else_steps;
@@ -1032,7 +1049,40 @@ class Differentiator {
       }
       return r;
     }
+    if (spec.name == "getitem_grad") {
+      // index_add(zeros_like(x), g, indices...) is linear in g, its adjoint
+      // getitem(adjoint, indices...); x gives only its shape.
+      if (variadic_active) fail(a->loc, "cannot differentiate with respect to an index");
+      bool active = is_active(per_param[0]) && !aux_mode_;
+      Operand r = bind(emitted, active, out, "t");
+      if (active) {
+        Step s;
+        s.kind = Step::Kind::getitem_grad;
+        s.loc = a->loc;
+        s.args.push_back(per_param[0]);
+        for (auto& idx : variadic_items) s.args.push_back(Operand{idx, -1});
+        s.out = r.id;
+        steps.push_back(std::move(s));
+      }
+      return r;
+    }
     bool active = false;
+    if (any_active && !aux_mode_ && spec.grads.empty()) {
+      if (const AstPtr expansion = parsed_expansion(spec)) {
+        // A fused backward's own expression, differentiated in its place
+        // (its calls are primitives', its names the parameters': renamed, so
+        // that batch_norm_grad's `mean` does not hide the primitive mean).
+        Context params;
+        std::map<std::string, AstPtr> renamed;
+        for (size_t k = 0; k < spec.params.size(); ++k) {
+          if (!per_param[k].ast) continue;
+          const std::string name = "__adx_" + spec.params[k].name;
+          renamed[spec.params[k].name] = ident(name, a->loc);
+          params.env[name] = per_param[k];
+        }
+        return transform(substitute(expansion, renamed, a->loc), params, out, steps);
+      }
+    }
     if (any_active && !aux_mode_) {
       if (spec.grads.empty() && ad_is_backward(spec)) {
         fail(a->loc, "second-order gradient of '" + spec.name +
@@ -1200,6 +1250,10 @@ class Differentiator {
           AstPtr gi = call("getitem", {g, literal(Value(static_cast<int64_t>(i)), loc)}, loc);
           body.push_back(accumulate(s.args[i], gi, loc));
         }
+      } else if (s.kind == Step::Kind::getitem_grad) {
+        std::vector<AstPtr> args{g};
+        for (size_t i = 1; i < s.args.size(); ++i) args.push_back(s.args[i].ast);
+        body.push_back(accumulate(s.args[0], call("getitem", std::move(args), loc), loc));
       } else if (s.kind == Step::Kind::getitem) {
         // Of a rematerialised array, its template (its shape and dtype): the
         // value itself is not made again for this.
@@ -1358,6 +1412,13 @@ void collect_identifiers(const AstPtr& a, std::set<std::string>& out) {
   for (const auto& arg : a->args) collect_identifiers(arg.value, out);
 }
 
+void collect_called(const AstPtr& a, std::set<std::string>& out) {
+  if (!a) return;
+  if (a->kind == Ast::Kind::call && !a->callee) out.insert(a->name);
+  if (a->callee) collect_called(a->callee, out);
+  for (const auto& arg : a->args) collect_called(arg.value, out);
+}
+
 }  // namespace
 
 AstPtr differentiate(const FunctionSource& f, const std::vector<int>& argnums, bool single,
@@ -1418,6 +1479,26 @@ std::vector<std::string> check_gradient_rules() {
     }
   }
   return problems;
+}
+
+std::vector<std::string> backward_primitives_without_rules() {
+  // What the transformation emits itself, besides the rules' calls.
+  std::set<std::string> called{"getitem_grad", "grad_accumulate", "unbroadcast", "grad_seed",
+                               "vjp_seed", "grad_template", "zeros_like"};
+  for (const PrimitiveSpec* spec : all_primitives()) {
+    if (spec->grads.empty()) continue;
+    for (const AstPtr& r : parsed_rules(*spec)) collect_called(r, called);
+    collect_called(parsed_fusion_common(*spec), called);
+  }
+  std::vector<std::string> missing;
+  for (const std::string& name : called) {
+    const PrimitiveSpec* spec = find_primitive(name);
+    if (spec && spec->grads.empty() && ad_is_backward(*spec) && !gradient_expansion(name) &&
+        name != "getitem_grad") {  // getitem_grad's rule is the transformation's own
+      missing.push_back(name);
+    }
+  }
+  return missing;
 }
 
 }  // namespace tessera

@@ -70,4 +70,10 @@ bool is_gradient_form(const AstPtr& a);
 // do not parse or name unknown variables), empty when all are well formed.
 std::vector<std::string> check_gradient_rules();
 
+// The backward primitives that a gradient can reach (called by a primitive's
+// gradient rule, or emitted by the transformation itself: getitem_grad) but
+// that have no gradient rule of their own: a second-order gradient through
+// one is refused by name. Sorted, each once.
+std::vector<std::string> backward_primitives_without_rules();
+
 }  // namespace tessera

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <memory>
 
+#include "tessera/lang/native_calls.hpp"
+#include "tessera/primitives/python_values.hpp"
 #include "tessera/runtime/interrupt.hpp"
 #include "tessera/runtime/parallel.hpp"
 #include "tessera/runtime/scheduler.hpp"
@@ -888,6 +890,11 @@ Future<Value> invoke_with(const Value& fn, std::vector<A> args, const SourceLoc&
   if (!closure) {
     return fail_with<TypeError>(loc, "[call] value is not callable");
   }
+  if constexpr (std::is_same_v<A, Value>) {
+    // Scalar code over Python numbers: a native function (native_calls.cpp).
+    Value native_result;
+    if (native_call(*closure, args, native_result)) return Future<Value>::ready(std::move(native_result));
+  }
   if (tl_call_depth >= kMaxCallDepthOffWorker && !in_worker()) {
     // Deep recursion moves to a worker's large stack.
     return async([fn, args = std::move(args), loc]() mutable {
@@ -1388,11 +1395,15 @@ Future<Value> DictNode::eval(const FramePtr& frame) const {
   return eval_all(all, frame).then([this](const std::vector<Value>& vals) -> Future<Value> {
     Dict d;
     for (size_t i = 0; i + 1 < vals.size(); i += 2) {
-      if (!(vals[i].is_string() || vals[i].is_int() || vals[i].is_bool())) {
-        return fail_with<TypeError>(
-            loc(), error_message("[dict] keys must be strings or ints, got ", vals[i].describe()));
+      // The keys d[k] = v takes (floats, tuples, NumPy scalars as the number
+      // they equal), with Python's TypeError for an unhashable one.
+      Value key;
+      try {
+        key = python_dict_key(vals[i], "dict");
+      } catch (const TypeError& e) {
+        return fail_with<TypeError>(loc(), e.what());
       }
-      d.set(vals[i], vals[i + 1]);
+      d.set(std::move(key), vals[i + 1]);
     }
     return Future<Value>::ready(Value(std::move(d)));
   });

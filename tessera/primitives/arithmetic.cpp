@@ -65,6 +65,20 @@ PrimitiveSpec operator_spec(const char* name, BinaryOp op, const char* symbol, s
 PrimitiveSpec sequence_aware_spec(const char* name, BinaryOp op, std::string help) {
   PrimitiveSpec spec = binary_spec(name, op, std::move(help));
   spec.eval = [op](Args& a) -> Value {
+    if (op == BinaryOp::multiply) {
+      // A sequence times a NumPy integer scalar (a 0-d integer array) repeats
+      // it, in either order, as Python and NumPy do ([0] * np.int64(3)).
+      auto int_scalar = [](const Value& v) {
+        return v.is_array() && v.as_array().ndim() == 0 && is_integer(v.as_array().dtype());
+      };
+      auto sequence = [](const Value& v) { return v.is_string() || v.is_list(); };
+      if (sequence(a[0]) && int_scalar(a[1])) {
+        return sequence_multiply(a[0], Value(a[1].as_array().get_int(0)), a.op());
+      }
+      if (int_scalar(a[0]) && sequence(a[1])) {
+        return sequence_multiply(Value(a[0].as_array().get_int(0)), a[1], a.op());
+      }
+    }
     if (python_operands(a[0], a[1])) {
       switch (op) {
         case BinaryOp::add:

@@ -11,6 +11,7 @@
 #include "tessera/kernels/indexing.hpp"
 #include "tessera/kernels/linalg.hpp"
 #include "tessera/primitives/python_values.hpp"
+#include "tessera/primitives/gradient_expansions.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera {
@@ -423,15 +424,18 @@ Value prod_grad(Args& a) {
 // The cotangent of x in norm(x, ord, axis, keepdims) for the 2-norm of
 // vectors and the Frobenius norm of matrices (g x / norm, 0 where the norm
 // is 0) and the 1-norm of vectors (g sign(x)). Other orders raise.
-Value norm_grad(Args& a) {
-  const Value &g = a[0], &x = a[1], &out = a[2];
-  const Value& ord = a[3];
+// Which norm has a gradient rule: 2 (the vector 2-norm, the Frobenius norm)
+// or 1 (the vector 1-norm), from x (index ix), ord (index io) and axis (the
+// next); ValueError for the others.
+int norm_gradient_order(Args& a, int ix, int io) {
+  const Value &x = a[ix], &ord = a[io];
   const bool number = ord.is_int() || ord.is_float();
   // A matrix norm: over two axes, or of a 2-d x with ord given and no axis.
-  const bool matrix = a.is_nil(4) ? !ord.is_nil() && ndim_of(x) == 2 : a.int_list(4).size() == 2;
+  const bool matrix =
+      a.is_nil(io + 1) ? !ord.is_nil() && ndim_of(x) == 2 : a.int_list(io + 1).size() == 2;
   const bool fro = ord.is_nil() || (ord.is_string() && ord.as_string() == "fro" && matrix);
-  const bool two = fro || (number && a.number(3) == 2.0 && !matrix);
-  const bool one = number && a.number(3) == 1.0 && !matrix;
+  const bool two = fro || (number && a.number(io) == 2.0 && !matrix);
+  const bool one = number && a.number(io) == 1.0 && !matrix;
   if (!two && !one) {
     throw std::invalid_argument(
         error_message("[", a.op(),
@@ -439,6 +443,12 @@ Value norm_grad(Args& a) {
                       "the Frobenius norm of matrices; got ord=",
                       ord.str(), matrix ? " of a matrix" : ""));
   }
+  return two ? 2 : 1;
+}
+
+Value norm_grad(Args& a) {
+  const Value &g = a[0], &x = a[1], &out = a[2];
+  const bool one = norm_gradient_order(a, 1, 3) == 1;
   // g and the norm broadcast back over the reduced axes.
   std::vector<CallArg> spread_g{{"", g}, {"", x}, {"axis", a[4]}, {"keepdims", a[5]}};
   Value gb = prim("reduce_grad", std::move(spread_g));
@@ -1087,17 +1097,25 @@ const bool registered_autodiff = register_primitives({
      .params = {{"g"}, {"x"}, {"y"}},
      .help = "The cotangent of x in dot(x, y) given the cotangent g of the product (numpy.dot's "
              "shapes: scalars, vectors, matrices and N-d).",
-     .eval = dot_grad_x},
+     .eval = dot_grad_x,
+     // Linear in g and in y, as matmul_grad_x; with a scalar operand the
+     // product is g * y (elementwise).
+     .grads = {"if(ndim(x) == 0 || ndim(y) == 0, adjoint * y, dot(adjoint, y))", "",
+               "if(ndim(x) == 0 || ndim(y) == 0, adjoint * g, dot_grad_y(g, adjoint, y))"}},
     {.name = "dot_grad_y",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},
      .help = "The cotangent of y in dot(x, y) given the cotangent g of the product.",
-     .eval = dot_grad_y},
+     .eval = dot_grad_y,
+     .grads = {"if(ndim(x) == 0 || ndim(y) == 0, adjoint * x, dot(x, adjoint))",
+               "if(ndim(x) == 0 || ndim(y) == 0, adjoint * g, dot_grad_x(g, x, adjoint))", ""}},
     {.name = "cumsum_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", Value())},
      .help = "The cotangent of x in cumsum(x, axis): the reversed cumulative sum of g.",
-     .eval = cumsum_grad},
+     .eval = cumsum_grad,
+     // The reversed cumulative sum is linear in g, its adjoint the cumulative sum.
+     .grads = {"cumsum(adjoint, axis)", "", ""}},
     {.name = "prod_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", Value()), opt("keepdims", false)},
@@ -1111,6 +1129,13 @@ const bool registered_autodiff = register_primitives({
      .help = "The cotangent of x in norm(x, ord, axis, keepdims) = out: g x / out for the 2-norm "
              "and the Frobenius norm (0 where out is 0), g sign(x) for the vector 1-norm.",
      .eval = norm_grad},
+    {.name = "norm_grad_order",
+     .family = "autodiff",
+     .params = {{"x"}, opt("ord", Value()), opt("axis", Value())},
+     .help = "2 when norm(x, ord, axis) is the vector 2-norm or the Frobenius norm, 1 for the "
+             "vector 1-norm (the norms norm_grad has a rule for); ValueError for the others.",
+     .eval = [](Args& a) -> Value { return Value(int64_t{norm_gradient_order(a, 0, 1)}); },
+     .grads = {"", "", ""}},
     {.name = "concatenate_grad",
      .family = "autodiff",
      .params = {{"g"}, {"arrays"}, opt("axis", int64_t{0})},
@@ -1160,12 +1185,16 @@ const bool registered_autodiff = register_primitives({
      .params = {{"g"}, {"x"}, {"indices"}, {"axis"}},
      .help = "The cotangent of x in take_along_axis(x, indices, axis): g added at the taken "
              "positions (repeated indices accumulate).",
-     .eval = take_along_axis_grad},
+     .eval = take_along_axis_grad,
+     // Linear in g: its adjoint takes the same positions.
+     .grads = {"take_along_axis(adjoint, indices, axis)", "", "", ""}},
     {.name = "take_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"indices"}, opt("axis", Value())},
      .help = "The cotangent of x in take(x, indices, axis): g added at the taken positions.",
-     .eval = take_grad},
+     .eval = take_grad,
+     // Linear in g: its adjoint takes the same positions.
+     .grads = {"take(adjoint, indices, axis)", "", "", ""}},
     {.name = "pad_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"pad_width"}, opt("mode", "constant")},
@@ -1177,24 +1206,34 @@ const bool registered_autodiff = register_primitives({
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"shift"}, opt("axis", Value())},
      .help = "The cotangent of x in roll(x, shift, axis): g rolled back by -shift.",
-     .eval = roll_grad},
+     .eval = roll_grad,
+     // Linear in g: its adjoint rolls forward again.
+     .grads = {"roll(adjoint, shift, axis)", "", "", ""}},
     {.name = "sort_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, opt("axis", int64_t{-1})},
      .help = "The cotangent of x in sort(x, axis): g sent back to where each sorted value came "
              "from.",
-     .eval = sort_grad},
+     .eval = sort_grad,
+     // Linear in g (a permutation): its adjoint takes the cotangent in sorted order.
+     .grads = {"if(is_nil(axis), take_along_axis(ravel(adjoint), argsort(ravel(x), axis=-1), -1),"
+               " take_along_axis(adjoint, argsort(x, axis=axis), axis))",
+               "", ""}},
     {.name = "tile_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"reps"}},
      .help = "The cotangent of x in tile(x, reps): the cotangents of the copies summed.",
-     .eval = tile_grad},
+     .eval = tile_grad,
+     // Linear in g: its adjoint tiles again.
+     .grads = {"tile(adjoint, reps)", "", ""}},
     {.name = "repeat_grad",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"repeats"}, opt("axis", Value())},
      .help = "The cotangent of x in repeat(x, n, axis) for an integer n: the n copies of each "
              "element summed.",
-     .eval = repeat_grad},
+     .eval = repeat_grad,
+     // Linear in g: its adjoint repeats again.
+     .grads = {"repeat(adjoint, repeats, axis)", "", "", ""}},
     {.name = "matmul_tn_grad_x",
      .family = "autodiff",
      .params = {{"g"}, {"x"}, {"y"}},
@@ -1204,5 +1243,17 @@ const bool registered_autodiff = register_primitives({
 });
 
 }  // namespace
+
+// norm_grad as an expression (second-order gradients): g x / out spread over
+// the reduced axes (0 where out is 0; out stays 1 there under the division,
+// so that no 0 / 0 reaches the second derivative), or g sign(x).
+const bool expanded_autodiff = register_gradient_expansions({
+    {"norm_grad",
+     "block(define(gb, reduce_grad(g, x, axis, keepdims)),"
+     "      if(norm_grad_order(x, ord, axis) == 1, gb * sign(x),"
+     "         block(define(nb, reduce_grad(out, x, axis, keepdims)),"
+     "               define(zero, nb == 0),"
+     "               where(zero, 0.0, gb * x / where(zero, 1.0, nb)))))"},
+});
 
 }  // namespace tessera

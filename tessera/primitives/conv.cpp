@@ -623,6 +623,29 @@ Value pool_grad_eval(Args& a, int spatial, PoolKind kind) {
   return dx;
 }
 
+// max_pool*_select(c, x, pool_size, strides, padding): c (shaped as x) at
+// the first maximum of each of x's windows.
+Value max_pool_select_eval(Args& a, int spatial) {
+  Array c0 = a.array(0), x0 = a.array(1);
+  const DType dt = float_result({c0.dtype(), x0.dtype()});
+  ConvShape s = pool_geometry(a, x0.shape(), spatial, 2, 3, 4);
+  if (c0.shape() != x0.shape()) {
+    a.value_error(0, "must have x's shape " + shape_str(x0.shape()) + ", got " +
+                         shape_str(c0.shape()));
+  }
+  Array c = c0.astype(dt), x = x0.astype(dt);
+  Shape shape = data_shape(s, true);
+  Array y(dt, shape);
+  const int64_t visits = visits_per_sample(s);
+  over_chunks(s, chunk_samples(kPoolChunkVisits, visits, s.batch), 0.5 * visits,
+              [&](int64_t, const ConvShape& part, int64_t first) {
+                kernels::max_pool_select(dt, part, at(x, first * s.in_size()),
+                                         at(c, first * s.in_size()),
+                                         at(y, first * s.out_size()));
+              });
+  return y;
+}
+
 const char* kDtypeNote =
     " float32 runs through oneDNN; float64 (which oneDNN does not support on CPU) through "
     "direct loops. Integer and bool inputs become float64; float32 stays float32 only when "
@@ -671,13 +694,32 @@ PrimitiveSpec pool_grad_spec(const char* name, const char* forward, int spatial,
                              : "Each g is spread evenly over the input elements of its window.")),
       .eval = [spatial, kind](Args& a) -> Value { return pool_grad_eval(a, spatial, kind); },
       .ns_per_element = 2.0,
-      // Average pooling's backward is linear in g, its adjoint the pooling itself
-      // (second derivatives); max pooling's routes g by x's maxima: none yet.
-      .grads = kind == PoolKind::max
-                   ? std::vector<std::string>{}
-                   : std::vector<std::string>{std::string(forward) +
-                                                  "(adjoint, pool_size, strides, padding)",
-                                              "", "", "", ""}};
+      // Both backwards are linear in g (second derivatives): average pooling's
+      // adjoint is the pooling itself, max pooling's picks the adjoint at x's
+      // maxima (max_pool*_select). Neither has a part in x: max pooling's
+      // routing is piecewise constant in x (zero almost everywhere, as JAX).
+      .grads = {std::string(forward) + (kind == PoolKind::max ? "_select" : "") +
+                    "(adjoint, " + (kind == PoolKind::max ? "x, " : "") +
+                    "pool_size, strides, padding)",
+                "", "", "", ""}};
+}
+
+PrimitiveSpec max_pool_select_spec(const char* name, const char* forward, int spatial) {
+  return PrimitiveSpec{
+      .name = name,
+      .family = "nn",
+      .params = {{"c"}, {"x"}, opt("pool_size", Value(int64_t{2})), opt("strides", Value()),
+                 opt("padding", str("valid"))},
+      .help = std::string("c (shaped as x) taken where ") + forward +
+              "(x, ...) takes its values: each window's first maximum (row-major), as " +
+              forward + "_grad routes g. The derivative of " + forward +
+              " in the direction c, the adjoint of " + forward +
+              "_grad (second-order gradients); shaped as " + forward +
+              "'s result. Integer and bool inputs become float64.",
+      .eval = [spatial](Args& a) -> Value { return max_pool_select_eval(a, spatial); },
+      .ns_per_element = 2.0,
+      .grads = {std::string(forward) + "_grad(adjoint, x, pool_size, strides, padding)", "", "",
+                "", ""}};
 }
 
 // The settings every convolution primitive takes after its arrays; conv1d
@@ -915,12 +957,15 @@ const bool registered_conv = register_primitives({
     pool_spec("max_pool2d", 2, PoolKind::max),
     pool_spec("avg_pool2d", 2, PoolKind::average),
     pool_grad_spec("max_pool1d_grad", "max_pool1d", 1, PoolKind::max),
+    max_pool_select_spec("max_pool1d_select", "max_pool1d", 1),
     pool_grad_spec("avg_pool1d_grad", "avg_pool1d", 1, PoolKind::average),
     pool_grad_spec("max_pool2d_grad", "max_pool2d", 2, PoolKind::max),
+    max_pool_select_spec("max_pool2d_select", "max_pool2d", 2),
     pool_grad_spec("avg_pool2d_grad", "avg_pool2d", 2, PoolKind::average),
     pool_spec("max_pool3d", 3, PoolKind::max),
     pool_spec("avg_pool3d", 3, PoolKind::average),
     pool_grad_spec("max_pool3d_grad", "max_pool3d", 3, PoolKind::max),
+    max_pool_select_spec("max_pool3d_select", "max_pool3d", 3),
     pool_grad_spec("avg_pool3d_grad", "avg_pool3d", 3, PoolKind::average),
 });
 

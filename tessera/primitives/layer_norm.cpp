@@ -14,6 +14,7 @@
 #include "tessera/kernels/layer_norm.hpp"
 #include "tessera/kernels/nn.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/gradient_expansions.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -183,6 +184,25 @@ const bool registered_layer_norm = register_primitives({
              "dgamma, dbeta).",
      .eval = eval_layer_norm_grad,
      .ns_per_element = 2 * kLayerNormNs},
+});
+
+// layer_norm_grad as an expression (second-order gradients), over the rows
+// of x flattened to (rows, size(gamma)): with xhat = (x - mean) * rstd and
+// gy = g * gamma, dx = rstd (gy - mean(gy) - xhat mean(gy xhat)),
+// dgamma = the rows' sum of g xhat, dbeta = the rows' sum of g.
+const bool expanded_layer_norm = register_gradient_expansions({
+    {"layer_norm_grad",
+     "block(define(n, size(gamma)),"
+     "      define(x2, reshape(x, list(-1, n))),"
+     "      define(g2, reshape(g, list(-1, n))),"
+     "      define(xc, x2 - mean(x2, axis=-1, keepdims=true)),"
+     "      define(rstd, 1.0 / sqrt(mean(xc * xc, axis=-1, keepdims=true) + epsilon)),"
+     "      define(xhat, xc * rstd),"
+     "      define(gy, g2 * reshape(gamma, list(1, n))),"
+     "      define(dx, rstd * (gy - mean(gy, axis=-1, keepdims=true)"
+     "                         - xhat * mean(gy * xhat, axis=-1, keepdims=true))),"
+     "      list(reshape(dx, shape(x)), reshape(sum(g2 * xhat, axis=0), shape(gamma)),"
+     "           reshape(sum(g2, axis=0), shape(gamma))))"},
 });
 
 }  // namespace

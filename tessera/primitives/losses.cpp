@@ -14,6 +14,7 @@
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/nn.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/gradient_expansions.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -294,6 +295,42 @@ const bool registered_losses = register_primitives({
      .help = "Backward of mean_squared_error wrt y_pred: g * 2 * (y_pred - y_true) / size.",
      .eval = [](Args& a) -> Value { return eval_mse_grad(a); },
      .ns_per_element = 0.5},
+});
+
+// The backwards as expressions (second-order gradients), as the kernels
+// compute them (nn_loss.cpp): g / rows * (softmax(z) sum(y) - y) from
+// logits; through q = p / sum(p) clipped to [1e-7, 1 - 1e-7] (no derivative
+// outside) from probabilities. q is 1 under the division where it is outside,
+// so that no division by zero reaches the second derivative.
+const bool expanded_losses = register_gradient_expansions({
+    {"categorical_crossentropy_grad",
+     "block(define(rows, size(y_pred) / shape(y_pred)[-1]),"
+     "      define(t, reshape(y_true, shape(y_pred))),"
+     "      if(from_logits, g / rows * (softmax(y_pred, axis=-1) * sum(t, axis=-1, keepdims=true) - t),"
+     "         block(define(s, sum(y_pred, axis=-1, keepdims=true)),"
+     "               define(q, y_pred / s),"
+     "               define(inside, logical_and(q >= 1e-7, q <= 1.0 - 1e-7)),"
+     "               define(dq, where(inside, -t / where(inside, q, 1.0), 0.0)),"
+     "               define(dot, sum(where(inside, -t, 0.0), axis=-1, keepdims=true)),"
+     "               g / rows * (dq - dot) / s)))"},
+    {"sparse_categorical_crossentropy_grad",
+     "block(define(rows, size(y_pred) / shape(y_pred)[-1]),"
+     "      define(t, reshape(one_hot(reshape(y_true, -1), shape(y_pred)[-1]), shape(y_pred))),"
+     "      if(from_logits, g / rows * (softmax(y_pred, axis=-1) * sum(t, axis=-1, keepdims=true) - t),"
+     "         block(define(s, sum(y_pred, axis=-1, keepdims=true)),"
+     "               define(q, y_pred / s),"
+     "               define(inside, logical_and(q >= 1e-7, q <= 1.0 - 1e-7)),"
+     "               define(dq, where(inside, -t / where(inside, q, 1.0), 0.0)),"
+     "               define(dot, sum(where(inside, -t, 0.0), axis=-1, keepdims=true)),"
+     "               g / rows * (dq - dot) / s)))"},
+    {"binary_crossentropy_grad",
+     "block(define(t, reshape(y_true, shape(y_pred))),"
+     "      if(from_logits, g / size(y_pred) * (sigmoid(y_pred) - t),"
+     "         block(define(inside, logical_and(y_pred >= 1e-7, y_pred <= 1.0 - 1e-7)),"
+     "               define(p, where(inside, y_pred, 0.5)),"
+     "               g / size(y_pred) * where(inside, -t / p + (1.0 - t) / (1.0 - p), 0.0))))"},
+    {"mean_squared_error_grad",
+     "g * 2.0 / size(y_pred) * (y_pred - reshape(y_true, shape(y_pred)))"},
 });
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "tessera/kernels/nn.hpp"
 #include "tessera/primitives/batch_norm_grad.hpp"
 #include "tessera/primitives/elementwise_ops.hpp"
+#include "tessera/primitives/gradient_expansions.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -900,6 +901,37 @@ const bool registered_nn = register_primitives({
      .eval = [](Args& a) -> Value { return eval_accuracy(a); },
      .ns_per_element = 1.0,
      .grads = {"", ""}},
+});
+
+// batch_norm_grad and batch_norm_grad_sums as expressions (second-order
+// gradients), over x flattened to (rows, channels): the batch statistics
+// recomputed from x in training (those `stats` and `sums` hold), with
+// xhat = (x - mean) * rstd; g counts only where y > 0 when y is given.
+const bool expanded_nn = register_gradient_expansions({
+    {"batch_norm_grad",
+     "block(define(gm, if(is_nil(y), g, where(y > 0, g, 0.0))),"
+    "      define(c, shape(x)[-1]),"
+    "      define(x2, reshape(x, list(-1, c))),"
+    "      define(g2, reshape(gm, list(-1, c))),"
+    "      define(xc, if(training, x2 - mean(x2, axis=0, keepdims=true), x2 - mean)),"
+    "      define(rstd, 1.0 / sqrt(if(training, mean(xc * xc, axis=0, keepdims=true), var)"
+    "                              + epsilon)),"
+    "      define(xhat, xc * rstd),"
+     "      define(gam, if(is_nil(gamma), 1.0, gamma)),"
+     "      if(training,"
+     "         reshape(gam * rstd * (g2 - mean(g2, axis=0, keepdims=true)"
+     "                               - xhat * mean(g2 * xhat, axis=0, keepdims=true)), shape(x)),"
+     "         reshape(g2 * gam * rstd, shape(x))))"},
+    {"batch_norm_grad_sums",
+     "block(define(gm, if(is_nil(y), g, where(y > 0, g, 0.0))),"
+    "      define(c, shape(x)[-1]),"
+    "      define(x2, reshape(x, list(-1, c))),"
+    "      define(g2, reshape(gm, list(-1, c))),"
+    "      define(xc, if(training, x2 - mean(x2, axis=0, keepdims=true), x2 - mean)),"
+    "      define(rstd, 1.0 / sqrt(if(training, mean(xc * xc, axis=0, keepdims=true), var)"
+    "                              + epsilon)),"
+    "      define(xhat, xc * rstd),"
+     "      stack(list(sum(g2, axis=0), sum(g2 * xhat, axis=0))))"},
 });
 
 }  // namespace

@@ -49,7 +49,8 @@ Value same_kind(const Value& like, List items) {
 std::optional<int64_t> as_index(const Value& v) {
   if (v.is_int()) return v.as_int();
   if (v.is_bool()) return v.as_bool() ? 1 : 0;
-  if (v.is_array() && v.as_array().ndim() == 0 && v.as_array().dtype() == DType::int64) {
+  if (v.is_array() && v.as_array().ndim() == 0 && is_integer(v.as_array().dtype()) &&
+      !(v.as_array().dtype() == DType::uint64 && v.as_array().get_double(0) > 9.2e18)) {
     return v.as_array().get_int(0);
   }
   return std::nullopt;

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "tessera/core/error.hpp"
+#include "tessera/primitives/gradient_expansions.hpp"
 #include "tessera/kernels/shape.hpp"
 #include "tessera/runtime/parallel.hpp"
 
@@ -73,6 +74,35 @@ PrimitiveSpec async_spec(PrimitiveSpec spec, Future<Value> (*fn)(Args&)) {
   spec.eval_async = fn;
   spec.eval = [fn](Args& a) -> Value { return fn(a).wait(); };
   return spec;
+}
+
+namespace {
+
+struct GradientExpansions {
+  std::mutex mutex;
+  std::map<std::string, std::string, std::less<>> by_name;
+};
+
+GradientExpansions& gradient_expansions() {
+  static GradientExpansions e;
+  return e;
+}
+
+}  // namespace
+
+bool register_gradient_expansions(std::vector<std::pair<std::string, std::string>> items) {
+  GradientExpansions& e = gradient_expansions();
+  std::lock_guard lock(e.mutex);
+  for (auto& [name, expr] : items) e.by_name.emplace(std::move(name), std::move(expr));
+  return true;
+}
+
+const std::string* gradient_expansion(const std::string& name) {
+  GradientExpansions& e = gradient_expansions();
+  std::lock_guard lock(e.mutex);
+  auto it = e.by_name.find(name);
+  // Entries are never erased: the pointer stays valid.
+  return it == e.by_name.end() ? nullptr : &it->second;
 }
 
 bool register_primitives(std::vector<PrimitiveSpec> specs) {

@@ -27,6 +27,7 @@
 #include "tessera/distributed/locality.hpp"
 #include "tessera/kernels/conv.hpp"
 #include "tessera/kernels/simd.hpp"
+#include "tessera/lang/autodiff.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -415,6 +416,9 @@ PYBIND11_MODULE(_core, m) {
         return out;
       },
       "Every primitive as (name, signature, family, help), sorted by name.");
+  m.def("_backward_primitives_without_rules", &backward_primitives_without_rules,
+        "The backward primitives a gradient can reach that have no gradient rule of their own "
+        "(a second-order gradient through one is refused by name).");
 
   m.def("call_primitive", &call_primitive_py, py::arg("name"), py::arg("args") = py::list(),
         py::arg("kwargs") = py::dict(),

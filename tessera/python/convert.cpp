@@ -282,14 +282,11 @@ Value scalar_from_numpy(py::handle obj) {
     case 'b': return Value(PyObject_IsTrue(obj.ptr()) == 1);
     case 'i':
     case 'u': {
-      if (dt.itemsize() != 8 || dt.kind() == 'u') {
-        // int8 ... uint64 scalars keep their dtype (np.uint8(255) + 1 wraps).
-        auto a = py::reinterpret_steal<py::object>(PyArray_FromScalar_compat(obj));
-        return Value(array_from_numpy(a).copy());
-      }
-      py::object i = py::reinterpret_steal<py::object>(PyNumber_Index(obj.ptr()));
-      if (!i) throw py::error_already_set();
-      return Value(to_int64(i));
+      // Integer scalars keep their dtype, np.int64 too: NumPy's wrap-around
+      // (np.int64(2**40) * np.int64(2**40) is 0, np.uint8(255) + 1 is 0) and
+      // result dtypes, where a Python int would raise on overflow.
+      auto a = py::reinterpret_steal<py::object>(PyArray_FromScalar_compat(obj));
+      return Value(array_from_numpy(a).copy());
     }
     case 'f':
       if (dt.itemsize() == 8) return Value(PyFloat_AsDouble(obj.ptr()));

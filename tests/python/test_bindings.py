@@ -195,14 +195,15 @@ def test_python_scalars_promote_weakly():
 def test_numpy_scalars_keep_their_dtype_or_become_python_like_scalars():
     # NumPy 2: int8 ... uint64, float16/32 and complex scalars are strongly
     # typed (np.uint8(255) + 1 wraps); they come back as the same NumPy scalar.
+    # np.int64 too (np.int64(2**40) * np.int64(2**40) wraps as in NumPy).
     for value in (np.int32(-4), np.uint64(2**64 - 1), np.float32(0.5), np.int8(-128),
-                  np.float16(0.1), np.complex64(1 - 2j), np.complex128(3j)):
+                  np.float16(0.1), np.complex64(1 - 2j), np.complex128(3j), np.int64(-4)):
         r = run(IDENTITY, value)
         assert type(r) is type(value) and r == value
     assert run(TWICE, np.uint8(200)) == np.uint8(144)
     assert type(run(TWICE, np.uint8(200))) is np.uint8
-    r = run(IDENTITY, np.int64(-4))
-    assert type(r) is int and r == -4
+    big = np.int64(2**62)
+    assert run(TWICE, big) == big + big and type(run(TWICE, big)) is np.int64
     r = run(IDENTITY, np.float64(0.25))
     assert type(r) is float and r == 0.25
     r = run(IDENTITY, np.bool_(True))

@@ -23,7 +23,7 @@ _spec.loader.exec_module(run_all)
 RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_mappings",
         "attention_mil_classification", "autoencoder", "captcha_ocr", "cct",
         "collaborative_filtering_movielens", "conditional_gan", "conv_lstm",
-        "convmixer", "customizing_saving_and_serialization", "dcgan_overriding_train_step", "eanet",
+        "convmixer", "customizing_saving_and_serialization", "edsr", "dcgan_overriding_train_step", "eanet",
         "eeg_bci_ssvepformer", "eeg_signal_classification", "endpoint_layer_pattern", "functional_api",
         "gradient_centralization", "image_classification_from_scratch",
         "image_classification_with_vision_transformer",
@@ -34,11 +34,11 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "mnist_convnet", "mobilevit", "multi_label_classification",
         "neural_machine_translation_with_transformer", "ner_transformers",
         "oxford_pets_image_segmentation", "perceiver_image_classification", "pixelcnn",
-        "pointnet",
+        "pointnet", "real_nvp",
         "pretrained_word_embeddings", "reproducibility_recipes", "sequential_model", "serialization_and_saving",
         "siamese_contrastive", "stft",
         "structured_data_classification_with_feature_space", "subclassing_conv_layers",
-        "subclassing_layers_models", "super_resolution_sub_pixel", "swin_transformers",
+        "subclassing_layers_models", "super_resolution_sub_pixel", "supervised_contrastive_learning", "swin_transformers", "tabtransformer",
         "text_classification_from_scratch", "text_classification_with_switch_transformer",
         "text_classification_with_transformer",
         "text_generation_with_miniature_gpt", "timeseries_anomaly_detection",
@@ -46,6 +46,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "timeseries_weather_forecasting", "token_learner", "trainer_pattern",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
         "vae", "vivit", "vq_vae", "wgan_gp", "wide_deep_cross_networks", "working_with_rnns",
+        "zero_dce",
         "writing_your_own_callbacks"]
 
 

@@ -215,26 +215,26 @@ def test_conv2d_gradient_penalty_matches_jax(rng, stride, padding):
 def test_backward_primitive_without_rule_is_refused_by_name(rng):
     @tessera.jit
     def f(x):
-        return np.linalg.norm(x) * np.sum(x)
+        return np.prod(x) * np.sum(x)
 
     @tessera.jit
     def g(x, v):
         return np.sum(tessera.grad(f)(x) * v)
 
     x, v = rng.normal(size=4), rng.normal(size=4)
-    with pytest.raises(tessera.CompileError, match=r"second-order gradient of 'norm_grad' is not "
+    with pytest.raises(tessera.CompileError, match=r"second-order gradient of 'prod_grad' is not "
                                           r"supported yet"):
         tessera.grad(g)(x, v)
     # the first-order gradient of g itself (not differentiated) still runs
     np.testing.assert_allclose(g(x, v), np.sum(jax.grad(
-        lambda x: jnp.linalg.norm(x) * jnp.sum(x))(x) * v), rtol=1e-12)
+        lambda x: jnp.prod(x) * jnp.sum(x))(x) * v), rtol=1e-12)
 
 
 def test_language_second_order_refusal_names_the_primitive():
-    text = ("define(f, x, sum(max_pool2d(x, 2) * max_pool2d(x, 2)))\n"
+    text = ("define(f, x, sum(cumprod(x) * x))\n"
             "define(h, x, sum(grad(f)(x)))\n"
             "grad(h)\n")
-    with pytest.raises(tessera.CompileError, match="second-order gradient of 'max_pool2d_grad'"):
+    with pytest.raises(tessera.CompileError, match="second-order gradient of 'cumprod_grad'"):
         tessera.Program(text, "<second order>")
 
 
@@ -362,3 +362,356 @@ def test_hvp_through_gelu_grad(rng, approximate):
     fj = lambda x: jnp.sum(jax.nn.gelu(x, approximate=approximate) * jnp.cos(x))  # noqa: E731
     want = jax.grad(lambda x: jnp.sum(jax.grad(fj)(x) * v))(x)
     np.testing.assert_allclose(tessera.grad(hv)(x, v), want, rtol=1e-9, atol=1e-12)
+
+
+# ---------------------------------------------------------------- issue 30: the rules added
+
+
+def hvp_of(f, n, argnum=0):
+    """(x..., v) -> the Hessian of f (n arguments) in argument argnum times v, by
+    tessera.grad of sum(grad(f)[argnum] * v) (the inner gradient a backward program, the
+    outer its gradient). jit functions take named parameters and argnums written in the
+    call, so one per arity, with every argument's gradient inside."""
+    if n == 1:
+        @tessera.jit
+        def inner(a, v):
+            return np.sum(tessera.grad(f, argnums=(0,))(a)[argnum] * v)
+    elif n == 2:
+        @tessera.jit
+        def inner(a, b, v):
+            return np.sum(tessera.grad(f, argnums=(0, 1))(a, b)[argnum] * v)
+    else:
+        @tessera.jit
+        def inner(a, b, c, v):
+            return np.sum(tessera.grad(f, argnums=(0, 1, 2))(a, b, c)[argnum] * v)
+    outer = tessera.grad(inner, argnums=tuple(range(n)))
+    return lambda *args: outer(*args)[argnum]
+
+
+def jax_hvp(fj, xs, v, argnum=0):
+    return jax.grad(lambda *a: jnp.sum(jax.grad(fj, argnums=argnum)(*a) * v),
+                    argnums=argnum)(*xs)
+
+
+def check_hvp(f, fj, xs, argnum=0, rtol=1e-9, atol=1e-11, rng=None):
+    """The Hessian-vector product against JAX's in float64 and against central
+    differences of tessera's own first-order gradient."""
+    rng = rng or np.random.default_rng(7)
+    v = rng.normal(size=np.shape(xs[argnum]))
+    got = hvp_of(f, len(xs), argnum)(*xs, v)
+    np.testing.assert_allclose(got, jax_hvp(fj, xs, v, argnum), rtol=rtol, atol=atol)
+    first = tessera.grad(f, argnums=tuple(range(len(xs))))
+
+    def at(x):
+        args = list(xs)
+        args[argnum] = x
+        return first(*args)[argnum]
+
+    np.testing.assert_allclose(got, fd_of_grad(at, xs[argnum], v), rtol=1e-5, atol=1e-6)
+
+
+def max_pool_j(x, size, stride, padding):
+    window = (1,) + (size,) * (x.ndim - 2) + (1,)
+    strides = (1,) + (stride,) * (x.ndim - 2) + (1,)
+    return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, window, strides, padding.upper())
+
+
+@pytest.mark.parametrize("size,stride,padding", [(2, None, "valid"), (3, 2, "same"),
+                                                 (2, 1, "valid")])
+def test_hvp_through_max_pool2d_grad(rng, size, stride, padding):
+    x = rng.normal(size=(2, 5, 6, 3))
+    c = rng.normal(size=max_pool_j(x, size, stride or size, padding).shape)
+
+    @tessera.jit
+    def f(x):
+        p = tessera.max_pool2d(np.tanh(x) * x, size, stride, padding)
+        return np.sum(np.sin(p) * c) + np.sum(p * p * p)
+
+    def fj(x):
+        p = max_pool_j(jnp.tanh(x) * x, size, stride or size, padding)
+        return jnp.sum(jnp.sin(p) * c) + jnp.sum(p * p * p)
+
+    check_hvp(f, fj, [x], rng=rng)
+
+
+def test_hvp_through_max_pool1d_and_3d_grads(rng):
+    x1, x3 = rng.normal(size=(2, 7, 3)), rng.normal(size=(1, 4, 4, 5, 2))
+
+    @tessera.jit
+    def f(x1, x3):
+        a = tessera.max_pool1d(x1 * x1, 3, 2, "same")
+        b = tessera.max_pool3d(np.sin(x3), 2)
+        return np.sum(a * a * a) + np.sum(np.exp(b))
+
+    def fj(x1, x3):
+        a = max_pool_j(x1 * x1, 3, 2, "same")
+        b = max_pool_j(jnp.sin(x3), 2, 2, "valid")
+        return jnp.sum(a * a * a) + jnp.sum(jnp.exp(b))
+
+    check_hvp(f, fj, [x1, x3], argnum=0, rng=rng)
+    check_hvp(f, fj, [x1, x3], argnum=1, rng=rng)
+
+
+def test_hvp_through_getitem_grad(rng):
+    x = rng.normal(size=(4, 5))
+
+    @tessera.jit
+    def f(x):
+        a = x[1:, ::2]
+        b = x[np.array([0, 0, 3])]  # repeated rows: index_add adds them up
+        return np.sum(np.tanh(a) ** 3) + np.sum(b * b * x[2]) + x[1, 3] ** 4
+
+    def fj(x):
+        a = x[1:, ::2]
+        b = x[jnp.array([0, 0, 3])]
+        return jnp.sum(jnp.tanh(a) ** 3) + jnp.sum(b * b * x[2]) + x[1, 3] ** 4
+
+    check_hvp(f, fj, [x], rng=rng)
+
+
+def test_hvp_through_norm_grad(rng):
+    x = rng.normal(size=(3, 4))
+
+    @tessera.jit
+    def f(x):
+        return (np.linalg.norm(x) * np.sum(x) + np.sum(np.linalg.norm(x, axis=1) ** 3)
+                + np.sum(np.linalg.norm(np.sin(x), ord=1, axis=0) * np.sum(x * x, axis=0)))
+
+    def fj(x):
+        return (jnp.linalg.norm(x) * jnp.sum(x) + jnp.sum(jnp.linalg.norm(x, axis=1) ** 3)
+                + jnp.sum(jnp.linalg.norm(jnp.sin(x), ord=1, axis=0) * jnp.sum(x * x, axis=0)))
+
+    check_hvp(f, fj, [x], rng=rng)
+
+
+def test_gradient_penalty_with_norm_of_input_gradient_matches_jax(rng):
+    """WGAN-GP's penalty written with np.linalg.norm (its backward, norm_grad, is
+    differentiated for the weights)."""
+    w, x = rng.normal(size=(4, 3)), rng.normal(size=(5, 4))
+
+    @tessera.jit
+    def critic(w, x):
+        return np.sum(np.tanh(x @ w))
+
+    @tessera.jit
+    def penalty(w, x):
+        gx = tessera.grad(critic, argnums=1)(w, x)
+        return np.mean((np.linalg.norm(gx, axis=1) - 1.0) ** 2)
+
+    def penalty_j(w, x):
+        gx = jax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w)), argnums=1)(w, x)
+        return jnp.mean((jnp.linalg.norm(gx, axis=1) - 1.0) ** 2)
+
+    np.testing.assert_allclose(tessera.grad(penalty)(w, x), jax.grad(penalty_j)(w, x),
+                               rtol=1e-9, atol=1e-12)
+
+
+def test_hvp_through_dot_grads(rng):
+    x, w, m = rng.normal(size=(2, 3, 4)), rng.normal(size=4), rng.normal(size=(4, 3))
+
+    @tessera.jit
+    def f(x, w, m):
+        return np.sum(np.tanh(np.dot(x, w)) ** 2) + np.sum(np.sin(np.dot(x[0], m))) * np.dot(w, w)
+
+    def fj(x, w, m):
+        return (jnp.sum(jnp.tanh(jnp.dot(x, w)) ** 2)
+                + jnp.sum(jnp.sin(jnp.dot(x[0], m))) * jnp.dot(w, w))
+
+    for k in range(3):
+        check_hvp(f, fj, [x, w, m], argnum=k, rng=rng)
+
+
+def layer_norm_j(x, gamma, beta, eps):
+    axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
+    mu = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean((x - mu) ** 2, axis=axes, keepdims=True)
+    return (x - mu) / jnp.sqrt(var + eps) * gamma + beta
+
+
+@pytest.mark.parametrize("gamma_shape", [(5,), (3, 5)])
+def test_hvp_through_layer_norm_grad(rng, gamma_shape):
+    x = rng.normal(size=(2, 3, 5))
+    gamma, beta = rng.normal(size=gamma_shape), rng.normal(size=gamma_shape)
+    c = rng.normal(size=x.shape)
+
+    @tessera.jit
+    def f(x, gamma, beta):
+        return np.sum(np.tanh(tessera.layer_norm(x * x, gamma, beta, 0.01)) * c)
+
+    def fj(x, gamma, beta):
+        return jnp.sum(jnp.tanh(layer_norm_j(x * x, gamma, beta, 0.01)) * c)
+
+    for k in range(3):
+        check_hvp(f, fj, [x, gamma, beta], argnum=k, rng=rng)
+
+
+def batch_norm_j(x, gamma, beta, eps):
+    axes = tuple(range(x.ndim - 1))
+    mu = jnp.mean(x, axis=axes, keepdims=True)
+    var = jnp.mean((x - mu) ** 2, axis=axes, keepdims=True)
+    return (x - mu) / jnp.sqrt(var + eps) * gamma + beta
+
+
+def test_hvp_through_batch_norm_grad_training(rng):
+    x = rng.normal(size=(4, 3, 5))
+    gamma, beta = rng.normal(size=5), rng.normal(size=5)
+    c = rng.normal(size=x.shape)
+
+    @tessera.jit
+    def f(x, gamma, beta):
+        return np.sum(np.tanh(tessera.batch_norm(x * x, gamma, beta, epsilon=0.01)) * c)
+
+    def fj(x, gamma, beta):
+        return jnp.sum(jnp.tanh(batch_norm_j(x * x, gamma, beta, 0.01)) * c)
+
+    for k in range(3):
+        check_hvp(f, fj, [x, gamma, beta], argnum=k, rng=rng)
+
+
+def test_hvp_through_batch_norm_relu_grad(rng):
+    """batch_norm_relu's backward passes its output y: g counts only where y > 0."""
+    x = rng.normal(size=(5, 4))
+    gamma, beta = rng.normal(size=4), rng.normal(size=4)
+
+    @tessera.jit
+    def f(x, gamma, beta):
+        return np.sum(tessera.batch_norm_relu(np.sin(x) * x, gamma, beta) ** 3)
+
+    def fj(x, gamma, beta):
+        return jnp.sum(jax.nn.relu(batch_norm_j(jnp.sin(x) * x, gamma, beta, 0.001)) ** 3)
+
+    for k in range(3):
+        check_hvp(f, fj, [x, gamma, beta], argnum=k, rng=rng)
+
+
+def test_hvp_through_batch_norm_grad_inference(rng):
+    x = rng.normal(size=(6, 4))
+    gamma, beta = rng.normal(size=4), rng.normal(size=4)
+    mean, var = rng.normal(size=4), rng.uniform(0.5, 2.0, size=4)
+
+    @tessera.jit
+    def f(x, gamma):
+        y = tessera.batch_norm(np.sin(x), gamma, beta, mean, var, 0.001, False)
+        return np.sum(y ** 3)
+
+    def fj(x, gamma):
+        return jnp.sum(((jnp.sin(x) - mean) / jnp.sqrt(var + 0.001) * gamma + beta) ** 3)
+
+    check_hvp(f, fj, [x, gamma], argnum=0, rng=rng)
+    check_hvp(f, fj, [x, gamma], argnum=1, rng=rng)
+
+
+def ce_j(kind, y_true, z, from_logits):
+    if kind == "binary":
+        if from_logits:
+            return jnp.mean(jnp.maximum(z, 0) - z * y_true + jnp.log1p(jnp.exp(-jnp.abs(z))))
+        p = jnp.clip(z, 1e-7, 1 - 1e-7)
+        return -jnp.mean(y_true * jnp.log(p) + (1 - y_true) * jnp.log(1 - p))
+    if kind == "sparse":
+        y_true = jax.nn.one_hot(y_true, z.shape[-1], dtype=z.dtype)
+    if from_logits:
+        return jnp.mean(-jnp.sum(y_true * jax.nn.log_softmax(z, axis=-1), axis=-1))
+    p = jnp.clip(z / jnp.sum(z, axis=-1, keepdims=True), 1e-7, 1 - 1e-7)
+    return jnp.mean(-jnp.sum(y_true * jnp.log(p), axis=-1))
+
+
+@pytest.mark.parametrize("kind", ["categorical", "sparse", "binary", "mse"])
+@pytest.mark.parametrize("from_logits", [True, False])
+def test_hvp_through_fused_loss_backwards(rng, kind, from_logits):
+    if kind == "mse" and not from_logits:
+        pytest.skip("mean_squared_error has no from_logits")
+    x, w = rng.normal(size=(6, 4)), rng.normal(size=(4, 3)) * 0.5
+    if kind == "categorical":
+        y = rng.dirichlet(np.ones(3), size=6)
+    elif kind == "sparse":
+        y = rng.integers(0, 3, size=6)
+    else:
+        y = rng.uniform(size=(6, 3))
+
+    if kind == "mse":
+        @tessera.jit
+        def f(w, x):
+            return tessera.mean_squared_error(y, np.tanh(x @ w))
+
+        def fj(w, x):
+            return jnp.mean((jnp.tanh(x @ w) - y) ** 2)
+    else:
+        @tessera.jit
+        def f(w, x):
+            z = x @ w
+            if not from_logits:
+                z = tessera.sigmoid(z) * 0.9 + 0.05  # inside (0, 1), not normalised
+            if kind == "categorical":
+                loss = tessera.categorical_crossentropy(y, z, from_logits)
+            elif kind == "sparse":
+                loss = tessera.sparse_categorical_crossentropy(y, z, from_logits)
+            else:
+                loss = tessera.binary_crossentropy(y, z, from_logits)
+            return loss
+
+        def fj(w, x):
+            z = x @ w
+            if not from_logits:
+                z = jax.nn.sigmoid(z) * 0.9 + 0.05
+            return ce_j(kind, y, z, from_logits)
+
+    check_hvp(f, fj, [w, x], argnum=0, rng=rng)
+    check_hvp(f, fj, [w, x], argnum=1, rng=rng)
+
+
+def test_hvp_through_linear_backwards(rng):
+    """cumsum, take, take_along_axis, roll, tile, repeat, sort: their backwards are linear in g,
+    each with its adjoint as rule."""
+    x = rng.normal(size=(3, 4))
+    idx = np.array([[0, 3, 3, 1], [2, 2, 0, 1], [1, 0, 3, 3]])
+
+    @tessera.jit
+    def f(x):
+        t = np.tanh(x)
+        return (np.sum(np.cumsum(t, axis=1) ** 2) + np.sum(np.cumsum(t) ** 3)
+                + np.sum(np.take(t, np.array([0, 2, 2]), axis=1) ** 3)
+                + np.sum(np.take_along_axis(t, idx, axis=1) ** 2 * x)
+                + np.sum(np.roll(t, 2, axis=1) * t * t)
+                + np.sum(np.tile(t, (2, 1)) ** 3) + np.sum(np.repeat(t, 2, axis=0) ** 3)
+                + np.sum(np.sort(t, axis=0) ** 3 * x) + np.sum(np.sort(t, axis=None) ** 3))
+
+    def fj(x):
+        t = jnp.tanh(x)
+        return (jnp.sum(jnp.cumsum(t, axis=1) ** 2) + jnp.sum(jnp.cumsum(t) ** 3)
+                + jnp.sum(jnp.take(t, jnp.array([0, 2, 2]), axis=1) ** 3)
+                + jnp.sum(jnp.take_along_axis(t, idx, axis=1) ** 2 * x)
+                + jnp.sum(jnp.roll(t, 2, axis=1) * t * t)
+                + jnp.sum(jnp.tile(t, (2, 1)) ** 3) + jnp.sum(jnp.repeat(t, 2, axis=0) ** 3)
+                + jnp.sum(jnp.sort(t, axis=0) ** 3 * x) + jnp.sum(jnp.sort(t, axis=None) ** 3))
+
+    check_hvp(f, fj, [x], rng=rng)
+
+
+# The backward primitives still without a second-order rule (issue 30): the list may only
+# shrink. Collectives' and tiled arrays' backwards, the fused convolution + batch norm
+# backwards and recurrent layers' are differentiated as a whole at first order only.
+STILL_WITHOUT_RULE = {
+    "accumulate_grad", "all_gather_grad", "all_reduce_grad", "all_to_all_grad",
+    "attention_grad", "batch_norm_grad_sums_masked",
+    "broadcast_grad", "bucket_parts_grad", "concatenate_grad", "conv1d_d_grad_input",
+    "conv1d_d_grad_weight", "conv1d_grads_bn", "conv2d_grads_bn", "conv3d_grads_bn",
+    "cross_grad", "cumprod_grad", "diff_grad", "einsum_grad", "gather_grad", "overlap_d_grad",
+    "prod_grad", "reduce_scatter_grad", "retile_d_grad", "rnn_sequence_grad", "scatter_grad",
+    "split_grad", "stack_grad", "stacked_grad",
+}
+
+
+def test_backward_primitives_without_second_order_rule_only_shrink():
+    missing = tessera._core._backward_primitives_without_rules()
+    print("backward primitives without a second-order rule:", ", ".join(missing))
+    assert missing == sorted(set(missing))
+    assert set(missing) <= STILL_WITHOUT_RULE, sorted(set(missing) - STILL_WITHOUT_RULE)
+    for name in ("max_pool1d_grad", "max_pool2d_grad", "max_pool3d_grad", "getitem_grad",
+                 "norm_grad", "dot_grad_x", "dot_grad_y", "layer_norm_grad", "batch_norm_grad",
+                 "batch_norm_grad_sums",
+                 "categorical_crossentropy_grad", "sparse_categorical_crossentropy_grad",
+                 "binary_crossentropy_grad", "mean_squared_error_grad"):
+        assert name not in missing
+    # every name listed is a backward primitive of the registry
+    names = {p[0] for p in tessera._core.primitives()}
+    assert set(missing) <= names

@@ -10,6 +10,7 @@ import inspect
 import numpy as np
 
 from . import tree as _tree
+from .call_defaults import eager_training, step_call_training
 from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
 from .nested_masks import graph_model, mask_items, output_or_mask
@@ -459,14 +460,13 @@ def _outer_losses(layer, placeholders, flat):
 
 
 def _call_custom(layer, inputs, args, kwargs):
-    """A user's layer (or model) called on symbolic tensors: builds it on the
-    first call, traces call() once for the output shapes, and records one
-    node that is traced again, with Python's training flag, when the model's
-    programs are written. As Keras, a call() with a `mask` argument gets the
-    masks its inputs carry (_call_masks; unless one is given), the inputs
-    carry their masks inside call (trace_call), and the outputs carry
-    compute_mask(inputs, mask) when the layer defines it, else the input's
-    mask when it sets supports_masking (_output_masks)."""
+    """A user's layer (or model) called on symbolic tensors: builds it on the first call,
+    traces call() once for the output shapes, and records one node that is traced again,
+    with Python's training flag, when the model's programs are written. As Keras, a call()
+    with a `mask` argument gets the masks its inputs carry (_call_masks; unless one is
+    given), the inputs carry their masks inside call (trace_call), and the outputs carry
+    compute_mask(inputs, mask) when the layer defines it, else the input's mask when it
+    sets supports_masking (_output_masks)."""
     in_mask, auto_mask = _call_masks(layer, inputs, args, kwargs, KerasTensor)
     named = _named_masks(layer, inputs, args, kwargs, KerasTensor)
     if auto_mask:
@@ -486,7 +486,7 @@ def _call_custom(layer, inputs, args, kwargs):
         with path_scope(layer):
             layer.build(shapes[0] if len(shapes) == 1 else shapes)
         layer.built = True
-    called_training = static.pop("training", None)
+    called_training, forced = step_call_training(layer, static.pop("training", None), _TRACING[0])
     try:
         with collecting_losses():  # (its add_loss terms are written with its node)
             outs, ph, single = trace_call(layer, _template_of(template), static, False,
@@ -497,7 +497,7 @@ def _call_custom(layer, inputs, args, kwargs):
         raise type(e)(f"{e} (in {type(layer).__name__}.call, layer {layer.name!r} called at "
                       f"{where})") from None
     node = KerasTensor((), outs[0].dtype, "layer", (layer, tuple(flat), True),
-                       dict(static, _template=_template_of(template)), where=where)
+                       dict(static, **forced, _template=_template_of(template)), where=where)
     node.n_outputs = len(outs)
     node.call_training = called_training  # (a GAN's train_step reads it: tape_steps.py)
     if not layer._in_shape:
@@ -912,7 +912,7 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
         return next(it)
 
     # training=True: Keras's training-mode call, one batch (Model._forward_training)
-    training = bool(kwargs.pop("training", None))
+    training = bool(eager_training(layer.call, kwargs.pop("training", None)))
     sym_inputs = rebuild(inputs)
     sym_args = rebuild(list(args))
     if builtin is not None:

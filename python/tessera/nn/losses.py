@@ -1,7 +1,6 @@
-"""tessera.nn.losses: Keras's losses, with Keras's names, arguments and
-definitions (the mean over the samples of each sample's loss), for
-``model.compile(loss=...)``. Each writes itself as an expression of
-tessera's language in the labels and the model's output, which the training
+"""tessera.nn.losses: Keras's losses, with Keras's names, arguments and definitions (the mean
+over the samples of each sample's loss), for ``model.compile(loss=...)``. Each writes itself as
+an expression of tessera's language in the labels and the model's output, which the training
 step differentiates like the rest of the model.
 
     model.compile("adam", nn.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -18,6 +17,7 @@ import numpy as np
 from . import ops
 from .functional import apply_function
 from .layers.base import _snake
+from .loss_calls import batch_loss_fn, own_dunder_call, refuse_weighted_batch_loss
 from .loss_reductions import reduce_values, reduction_of, with_reduction
 from .program_constants import compile_program
 from .registry import get_registered_object
@@ -72,14 +72,13 @@ class Loss:
                                  f"got {name!r}")
             self.name = name
         elif self._is_custom():
-
             self.name = _snake(type(self).__name__)
         self.reduction = reduction_of(type(self).__name__, reduction)
         self.dtype = dtype
 
     def _is_custom(self) -> bool:
-        """A user's subclass defining call(y_true, y_pred)."""
-        return type(self).call is not Loss.call
+        """A user's subclass defining call(y_true, y_pred) (or __call__: loss_calls.py)."""
+        return type(self).call is not Loss.call or own_dunder_call(self, Loss)
 
     def call(self, y_true, y_pred):
         """Each sample's loss (a user's subclass defines it)."""
@@ -87,8 +86,8 @@ class Loss:
                                   "call(self, y_true, y_pred)")
 
     def _traced(self, y, p, ctx, label_spec, out_shape) -> str:
-        shape, dtype = label_spec
-        return apply_function(self.call, [y, p], [shape, out_shape], ctx, [dtype, "float32"])
+        fn = batch_loss_fn(self, Loss) or self.call
+        return apply_function(fn, [y, p], [label_spec[0], out_shape], ctx, [label_spec[1], "float32"])
 
     @classmethod
     def from_config(cls, config):
@@ -120,6 +119,7 @@ class Loss:
         return self.expression(y, p)
 
     def per_sample_for(self, y, p, ctx, label_spec, out_shape) -> str:
+        refuse_weighted_batch_loss(self, Loss)
         if self._is_custom():
             return self._traced(y, p, ctx, label_spec, out_shape)
         return self.per_sample(y, p)

@@ -15,6 +15,7 @@ from .clipping import SplitNorms
 from .functional import carried_mask_exprs
 from .program_constants import compile_program
 from .layers import Activation, Add, BatchNormalization, Context
+from .loss_calls import ranked_labels
 from .metric_programs import MetricProgramsMixin
 from .regularizer_programs import regularizer_text, write_activity_loss
 from .step_overrides import StepOverridesMixin
@@ -363,9 +364,10 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         out_shape = self._outputs[k].shape[1:]
         mask = self._output_mask_expr(k)
         lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+        y, spec = ranked_labels(loss, ys[k], spec, out_shape, ctx)  # (a PyDataset's (n,))
         if mask is None and sw is None and reduction != "sum":
-            return loss.expression_for(ys[k], hs[k], ctx, spec, out_shape)
-        per = ctx.define("per", loss.per_sample_for(ys[k], hs[k], ctx, spec, out_shape))
+            return loss.expression_for(y, hs[k], ctx, spec, out_shape)
+        per = ctx.define("per", loss.per_sample_for(y, hs[k], ctx, spec, out_shape))
         weights = None  # Keras's sample_weight after apply_mask, as it multiplies the values
         if mask is not None:
             # a loss function returning the batch's loss already reduced: Keras multiplies

@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import optim as _optim
 from . import ops
+from .call_defaults import outside_calls
 from .functional import graph_layers
 from .metric_base import MeanMetricWrapper, Metric
 from .symbolic import KerasTensor, is_symbolic, user_location
@@ -188,7 +189,7 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     y = ys[0] if len(ys) == 1 else list(ys)
     y_pred = model._as_declared(list(model._outputs))
     owner = _user_override(model, "compute_loss").__name__
-    with tracing():
+    with tracing(), outside_calls():  # (self(x) there: Keras's step has no outer call)
         loss = _call_compute_loss(model, x, y, y_pred, sw, training)
     if not isinstance(loss, KerasTensor):
         raise TypeError(f"[compute_loss] {owner}.compute_loss must return the loss as a scalar "

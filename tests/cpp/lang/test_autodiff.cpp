@@ -213,6 +213,21 @@ const std::vector<GradCase>& cases() {
       {"softmax_grad", "softmax_grad(a * b, softmax(b, axis=0), axis=0)", {"a", "b"}},
       {"softmax_grad", "softmax_grad(a, softmax(b)) * b", {"a", "b"}},
       {"log_softmax_grad", "log_softmax_grad(a * b, log_softmax(b))", {"a", "b"}},
+      {"dot_grad_x", "dot_grad_x(dot(a, m) * 2.0, a, m)", {"a", "m"}},
+      {"dot_grad_x", "dot_grad_x(a * b, cube, w)", {"a", "b", "cube", "w"}},  // N-d by 1-d
+      {"dot_grad_y", "dot_grad_y(dot(a, m) + 1.0, a, m)", {"a", "m"}},
+      {"dot_grad_y", "dot_grad_y(v * v, row[1], v)", {"v", "row"}},  // a scalar x
+      {"cumsum_grad", "cumsum_grad(a * b, a, 1)", {"a", "b"}},
+      {"cumsum_grad", "cumsum_grad(ravel(a) * 2.0, a)", {"a"}},  // axis nil: g flat
+      {"take_grad", "take_grad(b * 3.0, a, [0, 2, 2], 1) * a", {"b", "a"}},
+      {"take_along_axis_grad",
+       "take_along_axis_grad(b * b, a, [[0, 2, 2], [1, 1, 0]], 1)",
+       {"b", "a"}},
+      {"roll_grad", "roll_grad(a * b, a, 2, 1)", {"a", "b"}},
+      {"sort_grad", "sort_grad(a * b, b, 1)", {"a", "b"}},
+      {"sort_grad", "sort_grad(ravel(a) * 2.0, b, nil) * a", {"a", "b"}},  // flattened
+      {"tile_grad", "tile_grad(tile(a, [1, 2]) * 2.0, a, [1, 2]) * b", {"a", "b"}},
+      {"repeat_grad", "repeat_grad(repeat(a, 2, 1) * 1.5, a, 2, 1) * a", {"a"}},
       {"avg_pool2d_grad", "avg_pool2d_grad(exp(avg_pool2d(img45, 2, 1, \"same\")), img45, 2, 1, "
                           "\"same\")", {"img45"}},
       {"avg_pool1d_grad", "avg_pool1d_grad(sig * 2.0, sig10, 2, 2, \"valid\")", {"sig", "sig10"}},
@@ -1060,10 +1075,10 @@ TEST(Autodiff, GradientOfAGradientMatchesDifferencesOfTheGradient) {
 TEST(Autodiff, SecondOrderGradientOfABackwardWithoutRuleIsRefusedByName) {
   EXPECT_TRUE(throws_with<SyntaxError>(
       [] {
-        eval_string("define(f, x, norm(x) * sum(x))\n"
+        eval_string("define(f, x, prod(x) * sum(x))\n"
                     "define(h, x, sum(grad(f)(x) * x))\ngrad(h)", {}, "s.tsl");
       },
-      "[grad] second-order gradient of 'norm_grad' is not supported yet"));
+      "[grad] second-order gradient of 'prod_grad' is not supported yet"));
   EXPECT_TRUE(throws_with<SyntaxError>(
       [] {
         eval_string("define(f, x, sum(x * x))\n"

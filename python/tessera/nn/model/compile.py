@@ -242,10 +242,32 @@ class CompileMixin:
             shapes = [tuple(a.shape[1:]) for a in xs]
             self.build(shapes if len(shapes) > 1 else shapes[0])
 
+    def _compiled_for_outputs(self):
+        """compile before a subclassed model knew its outputs (it is built by its
+        first fit): compile's settings, made for one output, are made again for
+        each output the call returned (real_nvp's `(x, log_det)`), as Keras builds
+        its CompileLoss and CompileMetrics at the first step; the optimizer kept."""
+        c = self._compiled
+        n = len(self._outputs)
+        if c is None or n <= 1 or len(c.losses) == n:
+            return
+        args = dict(self._compile_args)
+        if isinstance(args.get("loss"), (list, tuple)):
+            raise ValueError(f"[compile] loss has {len(args['loss'])} entries for a model with "
+                             f"{n} outputs")
+        weights = args.get("loss_weights")
+        if weights is not None and len(weights) == 1 and weights[0] == 1.0:
+            args["loss_weights"] = None  # compile's default, spread
+        args["optimizer"] = c.optimizer
+        given = self._compile_args
+        CompileMixin.compile(self, **args)
+        self._compile_args = given
+
     def _no_labels(self, n, where):
         """fit(x) without y, as Keras's: allowed when no compiled loss or metric
         reads labels (the loss is the layers' add_loss terms); the program then
         gets placeholder labels it does not read."""
+        self._compiled_for_outputs()
         c = self._compiled
         if c is None or any(l is not None for l in c.losses) or c.has_metrics:
             raise ValueError(f"[{where}] y (the labels) is required with array inputs: the "
@@ -346,6 +368,7 @@ class CompileMixin:
         return out
 
     def _prepare_y(self, y, n: int, where: str) -> list:
+        self._compiled_for_outputs()
         if isinstance(y, dict):
             names = self._output_names()
             missing = [k for k in names if k not in y]
@@ -501,7 +524,13 @@ class CompileMixin:
         return None if sw is None else sw.astype(self.dtype)
 
     def _label_specs_from(self, ys):
-        self._label_specs = [(tuple(a.shape[1:]), str(a.dtype)) for a in ys]
+        self._compiled_for_outputs()
+        specs = [(tuple(a.shape[1:]), str(a.dtype)) for a in ys]
+        if getattr(self, "_label_specs", None) not in (None, specs):
+            # the steps were written for other labels' shapes (a PyDataset's (n,) labels,
+            # then arrays' brought to (n, 1))
+            self._programs.clear()
+        self._label_specs = specs
 
     # ------------------------------------------------------------------ training
 

@@ -15,6 +15,7 @@ training.py and inference.py the rest (mixins); sequential.py the Sequential.
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Optional
 
@@ -714,16 +715,27 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         for name, w in new.items():
             self._set(name, w)
 
-    def save_weights(self, path):
-        """Writes the weights in tessera's weights format (docs/nn.md)."""
+    def save_weights(self, path, overwrite=True, max_shard_size=None):
+        """Writes the weights in tessera's weights format (docs/nn.md); Keras's
+        arguments: overwrite=False refuses an existing file (Keras asks), and
+        max_shard_size is refused (one file)."""
         self._check_built("save_weights")
+        if not overwrite and os.path.exists(path):
+            raise FileExistsError(f"[save_weights] {path!r} exists and overwrite=False (at "
+                                  f"{user_location()})")
+        if max_shard_size is not None:
+            raise ValueError(f"[save_weights] max_shard_size is not supported: one file, got "
+                             f"{max_shard_size!r} (at {user_location()})")
         save_file(path, self.whole_weights(), {}, "save_weights")
 
-    def load_weights(self, path):
+    def load_weights(self, path, skip_mismatch=False):
         """Reads weights written by save_weights (or model.save); every name,
         shape and dtype must match this model, and the checksum must be
-        right, or nothing is loaded."""
+        right, or nothing is loaded (skip_mismatch=True is refused)."""
         self._check_built("load_weights")
+        if skip_mismatch:
+            raise ValueError("[load_weights] skip_mismatch=True is not supported: every name, "
+                             f"shape and dtype must match (at {user_location()})")
         load_weights_into(self, path)
 
     def get_config(self) -> dict:

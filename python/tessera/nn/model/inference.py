@@ -55,10 +55,13 @@ class InferenceMixin:
                               _cbs=cbs)
         else:
             vd = tuple(validation_data)
-            if len(vd) not in (2, 3):
-                raise ValueError("[fit] validation_data must be (x, y) or (x, y, sample_weight) "
-                                 "or a Dataset")
-            r = self.evaluate(vd[0], vd[1], batch_size=batch_size, verbose=0,
+            if len(vd) not in (1, 2, 3):  # (x,): Keras's unpack_x_y_sample_weight, no labels
+                what = type(validation_data).__name__
+                raise ValueError(f"[fit] validation_data must be (x,), (x, y) or (x, y, "
+                                 f"sample_weight) or a Dataset: got a {what} of {len(vd)} "
+                                 f"values (at {user_location()})")
+            r = self.evaluate(vd[0], vd[1] if len(vd) > 1 else None, batch_size=batch_size,
+                              verbose=0,
                               sample_weight=vd[2] if len(vd) == 3 else None, return_dict=True,
                               steps=steps, _cbs=cbs)
         return r

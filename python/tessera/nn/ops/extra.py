@@ -13,7 +13,7 @@ from ..symbolic import _dtype_name, user_location
 from . import nn as knn
 from . import numpy as knp
 from ._base import (FLOATX, cast, check_axis, dtype_of, eager_only, eager_value, floating,
-                    is_symbolic, prim, shape_of, tensor)
+                    is_symbolic, prim, shape_of, static_or_symbolic_shape, tensor)
 
 __all__: list = []
 
@@ -638,7 +638,8 @@ def _nhwc(op, x, data_format):
 @_export
 def depth_to_space(x, block_size, data_format="channels_last"):
     x, first = _nhwc("depth_to_space", tensor(x), data_format)
-    _, h, w, c = shape_of(x)
+    # (height and width symbolic ints when unknown: edsr's Input((None, None, 3)))
+    _, h, w, c = static_or_symbolic_shape(x)
     b = int(block_size)
     if c % (b * b):
         raise ValueError(f"[ops.depth_to_space] channels {c} are not a multiple of "

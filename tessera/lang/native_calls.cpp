@@ -1,0 +1,908 @@
+// Native functions for calls of jit functions (native_calls.hpp).
+//
+// A call of a jit function on Python numbers compiles the function, for the
+// kinds of its arguments, into an LLVM function over i64/double/i1 values;
+// the calls it makes of jit functions (itself, or others the frames around it
+// hold) become LLVM functions of the same module, called directly, so
+// recursion is a plain call. Anything the code cannot compute as Python
+// would (an overflow of Python's int, a division by zero, a depth beyond
+// kMaxCallDepth) sets the status and every frame returns: the call then runs
+// again on the general path, which meets the same thing and reports it at
+// its line. The code has no effects (no writes, no prints), so running the
+// call again is the same as running it once.
+#include "tessera/lang/native_calls.hpp"
+
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tessera/lang/fastloop.hpp"
+#include "tessera/lang/native.hpp"
+#include "tessera/lang/nodes.hpp"
+#include "tessera/runtime/interrupt.hpp"
+
+namespace tessera {
+namespace {
+
+enum class NcKind : uint8_t { Int, Float, Bool, None };
+
+bool nc_debug() { return native_debug() || fast_loops_debug(); }
+
+// The entry every compiled call has: arguments as 64-bit words (a double's
+// bits), the result's word; returns 0 when done, else the code bailed.
+using NcEntry = int32_t (*)(const int64_t* args, int64_t* result);
+
+// A variable the code reads a function from, checked at each call's entry:
+// `up` frames above the env of function `caller` of the group, at `slot`, a
+// closure of `code` (whose env is function `callee`'s).
+struct NcStep {
+  size_t caller;
+  int up;
+  size_t slot;
+  const FunctionCode* code;
+  size_t callee;
+};
+
+struct NcCompiled {
+  NcEntry entry = nullptr;  // null: refused
+  NcKind ret = NcKind::None;
+  std::vector<NcStep> steps;
+  size_t functions = 1;
+};
+
+struct NcKey {
+  const FunctionCode* code;
+  std::vector<NcKind> args;
+  bool operator<(const NcKey& o) const {
+    return code != o.code ? code < o.code : args < o.args;
+  }
+};
+
+// The process's JIT for calls (its own: native.cpp's is the loops').
+struct NcJit {
+  std::unique_ptr<llvm::orc::LLJIT> lljit;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::string error;
+  uint64_t next = 0;
+};
+
+NcJit& nc_jit() {
+  static NcJit* j = [] {
+    auto* j = new NcJit;
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb) {
+      j->error = llvm::toString(jtmb.takeError());
+      return j;
+    }
+    jtmb->setCodeGenOptLevel(llvm::CodeGenOpt::Aggressive);
+    auto tm = jtmb->createTargetMachine();
+    if (!tm) {
+      j->error = llvm::toString(tm.takeError());
+      return j;
+    }
+    j->tm = std::move(*tm);
+    auto built = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(*jtmb).create();
+    if (!built) {
+      j->error = llvm::toString(built.takeError());
+      return j;
+    }
+    j->lljit = std::move(*built);
+    return j;
+  }();
+  return *j;
+}
+
+struct NcVal {
+  llvm::Value* v = nullptr;
+  NcKind k = NcKind::None;
+};
+
+// One function of the group: a (code, kinds) the module defines.
+struct NcFunc {
+  const FunctionCode* code;
+  std::vector<NcKind> args;
+  NcKind ret;
+  Frame* env;
+  llvm::Function* fn = nullptr;
+};
+
+class NcCompiler {
+ public:
+  NcCompiler(llvm::LLVMContext& c, llvm::Module& m, std::map<NcKey, NcKind>& ret_guess)
+      : ctx_(c), mod_(m), b_(c), ret_guess_(ret_guess) {}
+
+  std::string why;
+  SourceLoc where;
+  // Set when a function's return kind was guessed wrong: compile again.
+  bool retry = false;
+  std::vector<NcFunc> funcs;
+  std::vector<NcStep> steps;
+
+  bool compile_group(const FunctionCode& code, Frame* env, const std::vector<NcKind>& args) {
+    function_for(code, env, args);
+    for (cur_ = 0; cur_ < funcs.size(); ++cur_)
+      if (!compile_function()) return false;
+    return true;
+  }
+
+ private:
+  llvm::Type* type_of(NcKind k) {
+    switch (k) {
+      case NcKind::Int:
+        return b_.getInt64Ty();
+      case NcKind::Float:
+        return b_.getDoubleTy();
+      default:
+        return b_.getInt1Ty();
+    }
+  }
+
+  bool refuse(const Node* n, const std::string& what) {
+    if (why.empty()) {
+      why = what;
+      if (n) where = n->loc();
+    }
+    return false;
+  }
+
+  size_t function_for(const FunctionCode& code, Frame* env, const std::vector<NcKind>& args) {
+    for (size_t i = 0; i < funcs.size(); ++i)
+      if (funcs[i].code == &code && funcs[i].args == args) return i;
+    NcKey key{&code, args};
+    auto g = ret_guess_.find(key);
+    NcFunc f{&code, args, g == ret_guess_.end() ? NcKind::Int : g->second, env};
+    std::vector<llvm::Type*> params{llvm::PointerType::getUnqual(b_.getInt32Ty()),
+                                    b_.getInt32Ty()};
+    for (NcKind k : args) params.push_back(type_of(k));
+    auto* ft = llvm::FunctionType::get(type_of(f.ret), params, false);
+    f.fn = llvm::Function::Create(ft, llvm::Function::InternalLinkage,
+                                  "f" + std::to_string(funcs.size()), mod_);
+    funcs.push_back(f);
+    return funcs.size() - 1;
+  }
+
+  // Sets the status and returns from the function being compiled.
+  void bail() {
+    llvm::Function* fn = funcs[cur_].fn;
+    b_.CreateStore(b_.getInt32(1), fn->getArg(0));
+    b_.CreateRet(llvm::UndefValue::get(fn->getReturnType()));
+    dead();
+  }
+
+  // Code after a return: a block nothing branches to.
+  void dead() {
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "dead", funcs[cur_].fn));
+    dead_ = true;
+  }
+
+  // Branches to a bail when `cond` is true.
+  void bail_if(llvm::Value* cond) {
+    llvm::Function* fn = funcs[cur_].fn;
+    auto* bad = llvm::BasicBlock::Create(ctx_, "bail", fn);
+    auto* ok = llvm::BasicBlock::Create(ctx_, "ok", fn);
+    b_.CreateCondBr(cond, bad, ok);
+    b_.SetInsertPoint(bad);
+    b_.CreateStore(b_.getInt32(1), fn->getArg(0));
+    b_.CreateRet(llvm::UndefValue::get(fn->getReturnType()));
+    b_.SetInsertPoint(ok);
+  }
+
+  bool compile_function() {
+    // By index: the calls compiled below add functions to `funcs`.
+    const NcFunc& f = funcs[cur_];
+    const FunctionCode& code = *f.code;
+    llvm::Function* fn = f.fn;
+    const std::vector<NcKind> arg_kinds = f.args;
+    if (code.makes_closures) return refuse(code.body.get(), "the function makes functions");
+    b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
+    dead_ = false;
+    slots_.assign(code.frame_size, nullptr);
+    kinds_.assign(code.frame_size, NcKind::None);
+    assigned_.assign(code.frame_size, false);
+    bail_if(b_.CreateICmpSGT(fn->getArg(1), b_.getInt32(kMaxCallDepth)));
+    for (size_t i = 0; i < arg_kinds.size(); ++i) {
+      if (i >= slots_.size()) return refuse(code.body.get(), "a parameter without a slot");
+      set_slot(i, {fn->getArg(static_cast<unsigned>(i + 2)), arg_kinds[i]});
+    }
+    NcVal v;
+    if (!expr(code.body.get(), v)) return false;
+    if (!dead_) {
+      // The body's value is the function's; None (falling off the end of a
+      // function with returns): the general path's value.
+      if (v.k == NcKind::None) {
+        bail();
+      } else if (!ret(code.body.get(), v)) {
+        return false;
+      }
+    }
+    b_.CreateUnreachable();  // the block after the last return
+    return true;
+  }
+
+  void set_slot(size_t slot, NcVal v) {
+    if (!slots_[slot]) {
+      llvm::IRBuilder<> at(&funcs[cur_].fn->getEntryBlock(),
+                           funcs[cur_].fn->getEntryBlock().begin());
+      slots_[slot] = at.CreateAlloca(type_of(v.k));
+      kinds_[slot] = v.k;
+    }
+    b_.CreateStore(v.v, slots_[slot]);
+    assigned_[slot] = true;
+  }
+
+  bool ret(const Node* n, NcVal v) {
+    NcFunc& f = funcs[cur_];
+    if (v.k == NcKind::None) return refuse(n, "a return without a number");
+    if (v.k != f.ret) {
+      // The kinds of calls' results are guesses until every return agrees
+      // (nc_compile gives up after a few rounds: one that returns both).
+      // A call's result returned: the callee's guess follows this one's
+      // once this one's is settled by a return of another kind.
+      const NcKey own{f.code, f.args};
+      auto t = call_target_.find(v.v);
+      if (t != call_target_.end() && ret_guess_.count(own)) {
+        const NcFunc& callee = funcs[t->second];
+        ret_guess_[NcKey{callee.code, callee.args}] = f.ret;
+      } else {
+        ret_guess_[own] = v.k;
+      }
+      retry = true;
+      return refuse(n, "return kind guessed wrong");
+    }
+    b_.CreateRet(v.v);
+    dead();
+    return true;
+  }
+
+  // A value as a condition: Python's truth of a number.
+  llvm::Value* truth(NcVal v) {
+    if (v.k == NcKind::Bool) return v.v;
+    if (v.k == NcKind::Int) return b_.CreateICmpNE(v.v, b_.getInt64(0));
+    return b_.CreateFCmpUNE(v.v, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0));
+  }
+
+  llvm::Value* as_float(NcVal v) {
+    if (v.k == NcKind::Float) return v.v;
+    if (v.k == NcKind::Bool) return b_.CreateUIToFP(v.v, b_.getDoubleTy());
+    // Python converts exactly or raises OverflowError; beyond 2**53 the
+    // rounding may differ from Python's for a true division: bail there.
+    llvm::Value* big = b_.CreateICmpUGT(b_.CreateAdd(v.v, b_.getInt64(int64_t{1} << 53)),
+                                        b_.getInt64(int64_t{1} << 54));
+    bail_if(big);
+    return b_.CreateSIToFP(v.v, b_.getDoubleTy());
+  }
+
+  llvm::Value* as_int(NcVal v) {
+    return v.k == NcKind::Bool ? b_.CreateZExt(v.v, b_.getInt64Ty()) : v.v;
+  }
+
+  llvm::Value* checked(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y) {
+    llvm::Function* f = llvm::Intrinsic::getDeclaration(&mod_, id, {b_.getInt64Ty()});
+    llvm::Value* r = b_.CreateCall(f, {x, y});
+    bail_if(b_.CreateExtractValue(r, 1));
+    return b_.CreateExtractValue(r, 0);
+  }
+
+  bool binary(const PrimitiveCallNode& p, const std::string& op, NcVal x, NcVal y, NcVal& out) {
+    if (x.k == NcKind::None || y.k == NcKind::None) return refuse(&p, "an operand is not a number");
+    const bool cmp = op == "less" || op == "less_equal" || op == "greater" ||
+                     op == "greater_equal" || op == "equal" || op == "not_equal";
+    const bool ints = x.k != NcKind::Float && y.k != NcKind::Float;
+    if (cmp) {
+      if (!ints && (x.k != NcKind::Float || y.k != NcKind::Float))
+        return refuse(&p, "a comparison of an int with a float");
+      out.k = NcKind::Bool;
+      if (ints) {
+        llvm::Value* a = as_int(x);
+        llvm::Value* c = as_int(y);
+        auto pred = op == "less"            ? llvm::CmpInst::ICMP_SLT
+                    : op == "less_equal"    ? llvm::CmpInst::ICMP_SLE
+                    : op == "greater"       ? llvm::CmpInst::ICMP_SGT
+                    : op == "greater_equal" ? llvm::CmpInst::ICMP_SGE
+                    : op == "equal"         ? llvm::CmpInst::ICMP_EQ
+                                            : llvm::CmpInst::ICMP_NE;
+        out.v = b_.CreateICmp(pred, a, c);
+      } else {
+        auto pred = op == "less"            ? llvm::CmpInst::FCMP_OLT
+                    : op == "less_equal"    ? llvm::CmpInst::FCMP_OLE
+                    : op == "greater"       ? llvm::CmpInst::FCMP_OGT
+                    : op == "greater_equal" ? llvm::CmpInst::FCMP_OGE
+                    : op == "equal"         ? llvm::CmpInst::FCMP_OEQ
+                                            : llvm::CmpInst::FCMP_UNE;
+        out.v = b_.CreateFCmp(pred, x.v, y.v);
+      }
+      return true;
+    }
+    if (op == "divide") {
+      llvm::Value* a = as_float(x);
+      llvm::Value* c = as_float(y);
+      bail_if(b_.CreateFCmpOEQ(c, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0)));
+      out = {b_.CreateFDiv(a, c), NcKind::Float};
+      return true;
+    }
+    if (ints) {
+      llvm::Value* a = as_int(x);
+      llvm::Value* c = as_int(y);
+      out.k = NcKind::Int;
+      if (op == "add") {
+        out.v = checked(llvm::Intrinsic::sadd_with_overflow, a, c);
+      } else if (op == "subtract") {
+        out.v = checked(llvm::Intrinsic::ssub_with_overflow, a, c);
+      } else if (op == "multiply") {
+        out.v = checked(llvm::Intrinsic::smul_with_overflow, a, c);
+      } else if (op == "bitwise_and" || op == "bitwise_or" || op == "bitwise_xor") {
+        if (x.k == NcKind::Bool && y.k == NcKind::Bool) {  // Python's bool & bool is a bool
+          out.k = NcKind::Bool;
+          a = x.v;
+          c = y.v;
+        }
+        out.v = op == "bitwise_and" ? b_.CreateAnd(a, c)
+                : op == "bitwise_or" ? b_.CreateOr(a, c)
+                                     : b_.CreateXor(a, c);
+      } else if (op == "right_shift") {
+        // A negative count is Python's ValueError (the general path's); a
+        // count of 64 or more gives the sign.
+        bail_if(b_.CreateICmpSLT(c, b_.getInt64(0)));
+        out.v = b_.CreateAShr(a, b_.CreateSelect(b_.CreateICmpSGT(c, b_.getInt64(63)),
+                                                 b_.getInt64(63), c));
+      } else if (op == "left_shift") {
+        // Python's int does not overflow: a result beyond int64 is the
+        // general path's (its error), as is a negative count.
+        bail_if(b_.CreateOr(b_.CreateICmpSLT(c, b_.getInt64(0)),
+                            b_.CreateICmpSGT(c, b_.getInt64(62))));
+        llvm::Value* r = b_.CreateShl(a, c);
+        bail_if(b_.CreateICmpNE(b_.CreateAShr(r, c), a));
+        out.v = r;
+      } else if (op == "floor_divide" || op == "mod") {
+        // Python's: the floor of the quotient, the remainder with the
+        // divisor's sign. By zero, and INT64_MIN // -1: the general path.
+        bail_if(b_.CreateOr(
+            b_.CreateICmpEQ(c, b_.getInt64(0)),
+            b_.CreateAnd(b_.CreateICmpEQ(a, b_.getInt64(INT64_MIN)),
+                         b_.CreateICmpEQ(c, b_.getInt64(-1)))));
+        llvm::Value* q = b_.CreateSDiv(a, c);
+        llvm::Value* r = b_.CreateSRem(a, c);
+        llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, b_.getInt64(0)),
+                                           b_.CreateICmpSLT(b_.CreateXor(r, c), b_.getInt64(0)));
+        out.v = op == "mod" ? b_.CreateSelect(adjust, b_.CreateAdd(r, c), r)
+                            : b_.CreateSelect(adjust, b_.CreateSub(q, b_.getInt64(1)), q);
+      } else {
+        return refuse(&p, "'" + op + "' of ints is not compiled in native calls");
+      }
+      return true;
+    }
+    llvm::Value* a = as_float(x);
+    llvm::Value* c = as_float(y);
+    out.k = NcKind::Float;
+    if (op == "add") {
+      out.v = b_.CreateFAdd(a, c);
+    } else if (op == "subtract") {
+      out.v = b_.CreateFSub(a, c);
+    } else if (op == "multiply") {
+      out.v = b_.CreateFMul(a, c);
+    } else {
+      return refuse(&p, "'" + op + "' of floats is not compiled in native calls");
+    }
+    return true;
+  }
+
+  bool primitive(const PrimitiveCallNode& p, NcVal& out) {
+    if (p.unfused()) return expr(p.unfused(), out);  // a fused call: its expression
+    const std::vector<const Node*> kids = p.children();
+    std::string op = p.spec()->name;
+    if (op == "remainder" || op == "imod") op = "mod";
+    if (op == "iadd" || op == "isub" || op == "imul" || op == "ifloordiv")
+      op = op == "iadd" ? "add" : op == "isub" ? "subtract" : op == "imul" ? "multiply" : "floor_divide";
+    std::vector<NcVal> vals(kids.size());
+    // range_index(n, "range"): the second operand names the caller for errors.
+    const size_t evaluated = op == "range_index" ? 1 : kids.size();
+    for (size_t i = 0; i < evaluated; ++i)
+      if (!expr(kids[i], vals[i])) return false;
+    if (kids.size() == 2 && op == "range_index") {  // range()'s bound: an int is itself
+      if (vals[0].k != NcKind::Int) return refuse(&p, "a range bound that is not an int");
+      out = vals[0];
+      return true;
+    }
+    if (kids.size() == 2) return binary(p, op, vals[0], vals[1], out);
+    if (kids.size() > 2 && (op == "add" || op == "multiply")) {  // a + b + c, left to right
+      NcVal acc = vals[0];
+      for (size_t i = 1; i < vals.size(); ++i)
+        if (!binary(p, op, acc, vals[i], acc)) return false;
+      out = acc;
+      return true;
+    }
+    if (kids.size() == 1 && op == "negative") {
+      if (vals[0].k == NcKind::Float) {
+        out = {b_.CreateFNeg(vals[0].v), NcKind::Float};
+        return true;
+      }
+      if (vals[0].k == NcKind::None) return refuse(&p, "an operand is not a number");
+      out = {checked(llvm::Intrinsic::ssub_with_overflow, b_.getInt64(0), as_int(vals[0])),
+             NcKind::Int};
+      return true;
+    }
+    if (kids.size() == 1 && (op == "logical_not" || op == "not" || op == "not_")) {
+      if (vals[0].k == NcKind::None) return refuse(&p, "an operand is not a number");
+      out = {b_.CreateNot(truth(vals[0])), NcKind::Bool};
+      return true;
+    }
+    return refuse(&p, "'" + op + "' is not compiled in native calls");
+  }
+
+  bool call(const CallNode& c, NcVal& out) {
+    const std::vector<const Node*> kids = c.children();
+    auto* callee = dynamic_cast<const VariableNode*>(kids[0]);
+    if (!callee || callee->depth() < 1) return refuse(&c, "the function called is not a variable around the function");
+    Frame* f = funcs[cur_].env;
+    for (int k = 1; k < callee->depth() && f; ++k) f = f->parent();
+    Value fn;
+    if (!f || !f->read_now(callee->slot(), fn) || !fn.is_function())
+      return refuse(&c, "the function called is not a function now");
+    auto* closure = dynamic_cast<const Closure*>(fn.as_function().get());
+    if (!closure) return refuse(&c, "a call of a primitive held in a variable");
+    const FunctionCode& code = closure->code();
+    if (code.params.size() != kids.size() - 1)
+      return refuse(&c, "not one argument per parameter (or named arguments)");
+    std::vector<NcVal> args(kids.size() - 1);
+    std::vector<NcKind> kinds;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!expr(kids[i + 1], args[i])) return false;
+      if (args[i].k == NcKind::None) return refuse(kids[i + 1], "an argument is not a number");
+      kinds.push_back(args[i].k);
+    }
+    const size_t before = funcs.size();
+    const size_t target = function_for(code, closure->env_raw(), kinds);
+    if (funcs[target].env != closure->env_raw())
+      return refuse(&c, "the same function over another frame");
+    steps.push_back({cur_, callee->depth() - 1, callee->slot(), &code, target});
+    (void)before;
+    llvm::Function* caller = funcs[cur_].fn;
+    std::vector<llvm::Value*> vs{caller->getArg(0),
+                                 b_.CreateAdd(caller->getArg(1), b_.getInt32(1))};
+    for (auto& a : args) vs.push_back(a.v);
+    llvm::Value* r = b_.CreateCall(funcs[target].fn, vs);
+    call_target_[r] = target;
+    bail_if(b_.CreateICmpNE(b_.CreateLoad(b_.getInt32Ty(), caller->getArg(0)), b_.getInt32(0)));
+    out = {r, funcs[target].ret};
+    return true;
+  }
+
+  bool if_node(const IfNode& n, NcVal& out) {
+    const std::vector<const Node*> kids = n.children();
+    NcVal c;
+    if (!expr(kids[0], c)) return false;
+    if (c.k == NcKind::None) return refuse(kids[0], "a condition that is not a number");
+    llvm::Function* fn = funcs[cur_].fn;
+    auto* tb = llvm::BasicBlock::Create(ctx_, "then", fn);
+    auto* eb = llvm::BasicBlock::Create(ctx_, "else", fn);
+    auto* mb = llvm::BasicBlock::Create(ctx_, "merge", fn);
+    b_.CreateCondBr(truth(c), tb, eb);
+    const std::vector<bool> before = assigned_;
+    b_.SetInsertPoint(tb);
+    NcVal tv;
+    if (!expr(kids[1], tv)) return false;
+    const bool t_dead = dead_;
+    llvm::BasicBlock* t_end = b_.GetInsertBlock();
+    if (t_dead)
+      b_.CreateUnreachable();
+    else
+      b_.CreateBr(mb);
+    const std::vector<bool> t_set = assigned_;
+    assigned_ = before;
+    dead_ = false;
+    b_.SetInsertPoint(eb);
+    NcVal ev;
+    if (kids.size() > 2 && kids[2] && !expr(kids[2], ev)) return false;
+    const bool e_dead = dead_;
+    llvm::BasicBlock* e_end = b_.GetInsertBlock();
+    if (e_dead)
+      b_.CreateUnreachable();
+    else
+      b_.CreateBr(mb);
+    b_.SetInsertPoint(mb);
+    dead_ = t_dead && e_dead;
+    if (dead_) {
+      mb->eraseFromParent();
+      dead();
+      return true;
+    }
+    if (t_dead) {
+      // assigned_ is the else branch's already
+    } else if (e_dead) {
+      assigned_ = t_set;
+    } else {
+      for (size_t i = 0; i < assigned_.size(); ++i) assigned_[i] = assigned_[i] && t_set[i];
+    }
+    out = {};
+    if (!t_dead && !e_dead && tv.k == ev.k && tv.k != NcKind::None) {
+      llvm::PHINode* phi = b_.CreatePHI(type_of(tv.k), 2);
+      phi->addIncoming(tv.v, t_end);
+      phi->addIncoming(ev.v, e_end);
+      out = {phi, tv.k};
+    }
+    return true;
+  }
+
+  // while(cond, body): Ctrl-C is checked on every turn (a bail: the general
+  // path runs the call again and stops at its own check).
+  bool while_node(const WhileNode& n, NcVal& out) {
+    const std::vector<const Node*> kids = n.children();
+    llvm::Function* fn = funcs[cur_].fn;
+    auto* head = llvm::BasicBlock::Create(ctx_, "head", fn);
+    auto* body = llvm::BasicBlock::Create(ctx_, "body", fn);
+    auto* exit = llvm::BasicBlock::Create(ctx_, "exit", fn);
+    b_.CreateBr(head);
+    b_.SetInsertPoint(head);
+    auto* flag_ty = b_.getInt8Ty();
+    llvm::Value* flag_at = b_.CreateIntToPtr(
+        b_.getInt64(reinterpret_cast<uint64_t>(interrupt_flag_address())),
+        llvm::PointerType::getUnqual(flag_ty));
+    llvm::LoadInst* flag = b_.CreateLoad(flag_ty, flag_at);
+    flag->setAtomic(llvm::AtomicOrdering::Monotonic);
+    flag->setAlignment(llvm::Align(1));
+    bail_if(b_.CreateICmpNE(flag, b_.getInt8(0)));
+    NcVal c;
+    if (!expr(kids[0], c)) return false;
+    if (c.k == NcKind::None || dead_) return refuse(kids[0], "a loop condition that is not a number");
+    b_.CreateCondBr(truth(c), body, exit);
+    b_.SetInsertPoint(body);
+    const std::vector<bool> before = assigned_;
+    loops_.push_back({head, exit});
+    const bool ok = expr(kids[1], c);
+    loops_.pop_back();
+    if (!ok) return false;
+    if (dead_)
+      b_.CreateUnreachable();
+    else
+      b_.CreateBr(head);
+    dead_ = false;
+    assigned_ = before;  // the body may not run
+    b_.SetInsertPoint(exit);
+    out = {};
+    return true;
+  }
+
+  bool logical(const LogicalNode& n, NcVal& out) {
+    const std::vector<const Node*> kids = n.children();
+    const bool is_and = n.label() == "&&";
+    NcVal x, y;
+    if (!expr(kids[0], x)) return false;
+    if (x.k != NcKind::Bool) return refuse(&n, "and/or of what is not a bool");
+    llvm::Function* fn = funcs[cur_].fn;
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* rhs = llvm::BasicBlock::Create(ctx_, "rhs", fn);
+    auto* done = llvm::BasicBlock::Create(ctx_, "done", fn);
+    if (is_and)
+      b_.CreateCondBr(x.v, rhs, done);
+    else
+      b_.CreateCondBr(x.v, done, rhs);
+    b_.SetInsertPoint(rhs);
+    const std::vector<bool> before = assigned_;
+    if (!expr(kids[1], y)) return false;
+    assigned_ = before;
+    if (y.k != NcKind::Bool || dead_) return refuse(&n, "and/or of what is not a bool");
+    llvm::BasicBlock* r_end = b_.GetInsertBlock();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    llvm::PHINode* phi = b_.CreatePHI(b_.getInt1Ty(), 2);
+    phi->addIncoming(x.v, from);
+    phi->addIncoming(y.v, r_end);
+    out = {phi, NcKind::Bool};
+    return true;
+  }
+
+  bool expr(const Node* n, NcVal& out) {
+    out = {};
+    if (dead_) return true;  // after a return: nothing runs
+    if (auto* k = dynamic_cast<const ConstantNode*>(n)) {
+      Value v;
+      k->eval_now(nullptr, v);
+      if (v.is_bool()) {
+        out = {b_.getInt1(v.as_bool()), NcKind::Bool};
+      } else if (v.is_int()) {
+        out = {b_.getInt64(v.as_int()), NcKind::Int};
+      } else if (v.is_float()) {
+        out = {llvm::ConstantFP::get(b_.getDoubleTy(), v.as_float()), NcKind::Float};
+      } else if (!v.is_nil()) {
+        return refuse(n, "a constant that is not a number");
+      }
+      return true;
+    }
+    if (auto* v = dynamic_cast<const VariableNode*>(n)) {
+      if (v->depth() != 0) return refuse(n, "a variable of a frame around the function");
+      if (v->slot() >= assigned_.size() || !assigned_[v->slot()])
+        return refuse(n, "a local may be read before it is assigned");
+      out = {b_.CreateLoad(type_of(kinds_[v->slot()]), slots_[v->slot()]), kinds_[v->slot()]};
+      return true;
+    }
+    if (auto* a = dynamic_cast<const AssignNode*>(n)) {
+      if (a->depth() != 0) return refuse(n, "an assignment of a variable around the function");
+      NcVal v;
+      if (!expr(a->value(), v)) return false;
+      if (dead_) return true;
+      if (v.k == NcKind::None && dynamic_cast<const ConstantNode*>(a->value())) {
+        // define(x, nil): a local declared (unassigned: reading it still refuses)
+        if (a->slot() < assigned_.size()) assigned_[a->slot()] = false;
+        return true;
+      }
+      if (v.k == NcKind::None)
+        return refuse(n, "a value that is not a number ('" + a->value()->label() + "')");
+      if (kinds_[a->slot()] != NcKind::None && kinds_[a->slot()] != v.k)
+        return refuse(n, "a variable that changes kind");
+      set_slot(a->slot(), v);
+      return true;
+    }
+    if (auto* bl = dynamic_cast<const BlockNode*>(n)) {
+      for (const NodePtr& s : bl->statements())
+        if (!expr(s.get(), out)) return false;
+      return true;
+    }
+    if (auto* p = dynamic_cast<const PrimitiveCallNode*>(n)) return primitive(*p, out);
+    if (auto* c = dynamic_cast<const CallNode*>(n)) return call(*c, out);
+    if (auto* i = dynamic_cast<const IfNode*>(n)) return if_node(*i, out);
+    if (auto* l = dynamic_cast<const LogicalNode*>(n)) return logical(*l, out);
+    if (auto* w = dynamic_cast<const WhileNode*>(n)) return while_node(*w, out);
+    if (auto* c = dynamic_cast<const ControlNode*>(n)) {
+      if (c->label() != "return") {
+        if (loops_.empty()) return refuse(n, "break or continue outside a loop");
+        b_.CreateBr(c->label() == "break" ? loops_.back().second : loops_.back().first);
+        dead();
+        return true;
+      }
+      const std::vector<const Node*> kids = c->children();
+      if (kids.empty()) return refuse(n, "a return without a value");
+      NcVal v;
+      if (!expr(kids[0], v)) return false;
+      if (dead_) return true;
+      return ret(n, v);
+    }
+    return refuse(n, "'" + n->label() + "' is not compiled in native calls");
+  }
+
+  llvm::LLVMContext& ctx_;
+  llvm::Module& mod_;
+  llvm::IRBuilder<> b_;
+  std::map<NcKey, NcKind>& ret_guess_;
+  size_t cur_ = 0;
+  bool dead_ = false;
+  std::vector<llvm::AllocaInst*> slots_;
+  std::vector<NcKind> kinds_;
+  std::vector<bool> assigned_;
+  std::map<const llvm::Value*, size_t> call_target_;
+  std::vector<std::pair<llvm::BasicBlock*, llvm::BasicBlock*>> loops_;  // (continue, break)  // a call's result: the function called
+};
+
+// Adds `entry(args, result)` calling function 0 of the group.
+void nc_add_entry(llvm::LLVMContext& ctx, llvm::Module& mod, const NcFunc& f,
+                  const std::string& name) {
+  llvm::IRBuilder<> b(ctx);
+  auto* i64p = llvm::PointerType::getUnqual(b.getInt64Ty());
+  auto* ft = llvm::FunctionType::get(b.getInt32Ty(), {i64p, i64p}, false);
+  auto* fn = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, name, mod);
+  b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
+  llvm::Value* status = b.CreateAlloca(b.getInt32Ty());
+  b.CreateStore(b.getInt32(0), status);
+  std::vector<llvm::Value*> args{status, b.getInt32(0)};
+  for (size_t i = 0; i < f.args.size(); ++i) {
+    llvm::Value* w = b.CreateLoad(b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), fn->getArg(0), i));
+    if (f.args[i] == NcKind::Float) w = b.CreateBitCast(w, b.getDoubleTy());
+    if (f.args[i] == NcKind::Bool) w = b.CreateICmpNE(w, b.getInt64(0));
+    args.push_back(w);
+  }
+  llvm::Value* r = b.CreateCall(f.fn, args);
+  if (f.ret == NcKind::Float) r = b.CreateBitCast(r, b.getInt64Ty());
+  if (f.ret == NcKind::Bool) r = b.CreateZExt(r, b.getInt64Ty());
+  b.CreateStore(r, fn->getArg(1));
+  b.CreateRet(b.CreateLoad(b.getInt32Ty(), status));
+}
+
+// True when a function of the group calls itself, directly or through others.
+bool nc_recursive(const std::vector<NcStep>& steps, size_t n) {
+  std::vector<std::vector<size_t>> calls(n);
+  for (const NcStep& s : steps) calls[s.caller].push_back(s.callee);
+  for (size_t start = 0; start < n; ++start) {
+    std::vector<bool> seen(n, false);
+    std::vector<size_t> todo = calls[start];
+    while (!todo.empty()) {
+      const size_t f = todo.back();
+      todo.pop_back();
+      if (f == start) return true;
+      if (seen[f]) continue;
+      seen[f] = true;
+      todo.insert(todo.end(), calls[f].begin(), calls[f].end());
+    }
+  }
+  return false;
+}
+
+NcCompiled nc_compile(const Closure& closure, const std::vector<NcKind>& kinds) {
+  NcCompiled out;
+  NcJit& j = nc_jit();
+  const FunctionCode& code = closure.code();
+  auto note = [&](const std::string& what) {
+    if (nc_debug())
+      std::fprintf(stderr, "[native calls] %s: %s\n", code.loc.str().c_str(), what.c_str());
+  };
+  if (!j.lljit) {
+    note("no native code: " + j.error);
+    return out;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::map<NcKey, NcKind> ret_guess;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    auto ctx = std::make_unique<llvm::LLVMContext>();
+    auto mod = std::make_unique<llvm::Module>("tessera_calls", *ctx);
+    mod->setDataLayout(j.lljit->getDataLayout());
+    NcCompiler c(*ctx, *mod, ret_guess);
+    if (!c.compile_group(code, closure.env_raw(), kinds)) {
+      if (c.retry) continue;
+      note("'" + code.name + "' stays on the general path: " + c.why + " (at " +
+           c.where.str() + ")");
+      return out;
+    }
+    if (!nc_recursive(c.steps, c.funcs.size())) {
+      // Its loops are native loops already (with node counters, checkpoints
+      // and the vectorisers); only recursion is this code's to take.
+      note("'" + code.name + "' stays on the general path: it calls nothing recursive");
+      return out;
+    }
+    const std::string name = "tessera_call_" + std::to_string(j.next++);
+    nc_add_entry(*ctx, *mod, c.funcs[0], name);
+    std::string verify;
+    llvm::raw_string_ostream os(verify);
+    if (llvm::verifyModule(*mod, &os)) {
+      note("internal error: invalid code generated: " + os.str());
+      return out;
+    }
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(j.tm.get());
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O2);
+    mpm.run(*mod, mam);
+    if (const char* s = std::getenv("TESSERA_NATIVE"); s && std::string(s) == "ir") {
+      llvm::errs() << "; tessera native call " << code.name << "\n";
+      mod->print(llvm::errs(), nullptr);
+    }
+    if (auto err = j.lljit->addIRModule(llvm::orc::ThreadSafeModule(std::move(mod), std::move(ctx)))) {
+      note("the JIT refused the code: " + llvm::toString(std::move(err)));
+      return out;
+    }
+    auto sym = j.lljit->lookup(name);
+    if (!sym) {
+      note("the JIT did not find the code: " + llvm::toString(sym.takeError()));
+      return out;
+    }
+    out.entry = reinterpret_cast<NcEntry>(sym->getAddress());
+    out.ret = c.funcs[0].ret;
+    out.steps = c.steps;
+    out.functions = c.funcs.size();
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.1f",
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count());
+    note("native code for the call of '" + code.name + "' (" + std::to_string(c.funcs.size()) +
+         " function(s), compiled in " + ms + " ms)");
+    return out;
+  }
+  note("'" + code.name + "' stays on the general path: its return kinds do not settle (a function "
+       "returning both ints and floats or bools?)");
+  return out;
+}
+
+struct NcCache {
+  std::mutex mu;
+  // Holds the code alive: its address is the key.
+  std::map<NcKey, std::pair<std::shared_ptr<const FunctionCode>, NcCompiled>> entries;
+};
+
+NcCache& nc_cache() {
+  static NcCache* c = new NcCache;
+  return *c;
+}
+
+// The functions the code calls are still those it was compiled for.
+bool nc_guards_hold(const NcCompiled& c, const Closure& closure) {
+  Frame* envs_small[8] = {};
+  std::vector<Frame*> envs_big;
+  Frame** envs = envs_small;
+  if (c.functions > 8) {
+    envs_big.assign(c.functions, nullptr);
+    envs = envs_big.data();
+  }
+  envs[0] = closure.env_raw();
+  for (const NcStep& s : c.steps) {
+    Frame* f = envs[s.caller];
+    for (int k = 0; k < s.up && f; ++k) f = f->parent();
+    Value fn;
+    if (!f || !f->read_now(s.slot, fn) || !fn.is_function()) return false;
+    auto* callee = dynamic_cast<const Closure*>(fn.as_function().get());
+    if (!callee || &callee->code() != s.code) return false;
+    Frame* e = callee->env_raw();
+    if (envs[s.callee] && envs[s.callee] != e) return false;
+    envs[s.callee] = e;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool native_call(const Closure& closure, const std::vector<Value>& args, Value& out) {
+  static const bool enabled = native_enabled() && fast_loops_enabled();
+  if (!enabled) return false;
+  const FunctionCode& code = closure.code();
+  if (args.size() != code.params.size() || args.size() > 16) return false;
+  NcKey key{&code, {}};
+  key.args.reserve(args.size());
+  int64_t words[16];
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Value& a = args[i];
+    if (a.is_int()) {
+      key.args.push_back(NcKind::Int);
+      words[i] = a.as_int();
+    } else if (a.is_float()) {
+      key.args.push_back(NcKind::Float);
+      const double d = a.as_float();
+      std::memcpy(&words[i], &d, sizeof d);
+    } else if (a.is_bool()) {
+      key.args.push_back(NcKind::Bool);
+      words[i] = a.as_bool() ? 1 : 0;
+    } else {
+      return false;
+    }
+  }
+  const NcCompiled* compiled;
+  {
+    NcCache& cache = nc_cache();
+    std::lock_guard<std::mutex> lock(cache.mu);
+    auto it = cache.entries.find(key);
+    if (it == cache.entries.end()) {
+      it = cache.entries.emplace(key, std::make_pair(closure.code_ptr(), nc_compile(closure, key.args)))
+               .first;
+    }
+    compiled = &it->second.second;  // std::map: stable
+  }
+  if (!compiled->entry || !nc_guards_hold(*compiled, closure)) return false;
+  int64_t result = 0;
+  if (compiled->entry(words, &result) != 0) return false;
+  switch (compiled->ret) {
+    case NcKind::Int:
+      out = Value(result);
+      break;
+    case NcKind::Float: {
+      double d;
+      std::memcpy(&d, &result, sizeof d);
+      out = Value(d);
+      break;
+    }
+    default:
+      out = Value(result != 0);
+  }
+  return true;
+}
+
+}  // namespace tessera

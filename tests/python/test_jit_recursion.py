@@ -1,0 +1,281 @@
+"""Recursive and mutually recursive jit functions (docs/runtime.md, "Calls and
+recursion"): each case against plain Python, at 1 and 2 threads, with native
+code, the loop interpreter and the general evaluation; the scalar ones
+compiled to native functions (native_calls.cpp)."""
+import copy
+import warnings
+
+import numpy as np
+import pytest
+
+import tessera
+from jit_check import PATHS, cases_script, check, run_script
+
+
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+def fib_float(x):
+    if x < 2.0:
+        return x
+    return fib_float(x - 1.0) + fib_float(x - 2.0) * 0.5
+
+
+def ackermann(m, n):
+    if m == 0:
+        return n + 1
+    if n == 0:
+        return ackermann(m - 1, 1)
+    return ackermann(m - 1, ackermann(m, n - 1))
+
+
+def gcd(a, b):
+    if b == 0:
+        return a
+    return gcd(b, a % b)
+
+
+def power(x, k):
+    if k == 0:
+        return 1
+    half = power(x, k // 2)
+    if k % 2 == 0:
+        return half * half
+    return half * half * x
+
+
+def is_even(n):
+    if n == 0:
+        return True
+    return is_odd(n - 1)
+
+
+def is_odd(n):
+    if n == 0:
+        return False
+    return is_even(n - 1)
+
+
+def collatz_steps(n):
+    if n == 1:
+        return 0
+    if n % 2 == 0:
+        return 1 + collatz_steps(n // 2)
+    return 1 + collatz_steps(3 * n + 1)
+
+
+def floor_rec(a, b):
+    if a < 0 and b > 0:
+        return a // b + floor_rec(-a, b)
+    return a % b - a // 7
+
+
+def signed_ops(a, b):
+    # Python's floor division and modulo of negative ints (C's truncate).
+    if a > 20:
+        return 0
+    return a % b + 10 * (a // b) + 100 * (-a % 7) + 1000 * (a // -6) + signed_ops(a + 3, b)
+
+
+def big_product(n):
+    # Past 20, Python's int grows beyond int64: tessera's ints are 64 bits and
+    # the general path raises there (test_overflow_of_python_int_is_an_error).
+    if n <= 1:
+        return 1
+    return n * big_product(n - 1)
+
+
+def div_down(n):
+    if n == 0:
+        return 1 // n
+    return div_down(n - 1) + 1
+
+
+def wrap_np(n, acc, x):
+    # x[0] is NumPy's int64: the product wraps around as NumPy's does.
+    if n == 0:
+        return acc
+    return wrap_np(n - 1, acc * x[0], x)
+
+
+def down(n):
+    # Never reaches its base case: Python's RecursionError; tessera's
+    # RuntimeError at its call depth limit (test_unbounded_recursion...).
+    if n < -10:
+        return n
+    return down(n + 1) + 1
+
+
+def range_sum(x, lo, hi):
+    if hi - lo == 1:
+        return x[lo]
+    mid = (lo + hi) // 2
+    return range_sum(x, lo, mid) + range_sum(x, mid, hi)
+
+
+def quicksort(a, lo, hi):
+    if lo >= hi:
+        return 0
+    pivot = a[hi]
+    i = lo
+    for j in range(lo, hi):
+        if a[j] < pivot:
+            a[i], a[j] = a[j], a[i]
+            i += 1
+    a[i], a[hi] = a[hi], a[i]
+    quicksort(a, lo, i - 1)
+    quicksort(a, i + 1, hi)
+    return i
+
+
+def queens(n, row, cols, d1, d2, out):
+    if row == n:
+        out.append(1)
+        return 1
+    count = 0
+    for c in range(n):
+        if not (cols >> c) & 1 and not (d1 >> (row + c)) & 1 and not (d2 >> (row - c + n)) & 1:
+            count += queens(n, row + 1, cols | (1 << c), d1 | (1 << (row + c)),
+                            d2 | (1 << (row - c + n)), out)
+    return count
+
+
+def queens_bits(n, row, cols, d1, d2):
+    if row == n:
+        return 1
+    count = 0
+    for c in range(n):
+        if not (cols >> c) & 1 and not (d1 >> (row + c)) & 1 and not (d2 >> (row - c + n)) & 1:
+            count += queens_bits(n, row + 1, cols | (1 << c), d1 | (1 << (row + c)),
+                                 d2 | (1 << (row - c + n)))
+    return count
+
+
+def digits_loop(n, skip):
+    # A loop with break and continue inside a recursive function.
+    if n < 10:
+        return n
+    total = 0
+    k = n
+    while True:
+        d = k % 10
+        k //= 10
+        if d == skip:
+            continue
+        total += d
+        if k == 0:
+            break
+    return digits_loop(total, skip) + (-n >> 3) + (n ^ 5) + ((n > 3) & (n < 99))
+
+
+def shift_bad(n):
+    if n < 0:
+        return 1 >> n
+    return shift_bad(n - 1)
+
+
+CASES = [(queens_bits, (6, 0, 0, 0, 0)), (digits_loop, (987654321, 4)), (shift_bad, (2,)),
+         (fib, (15,)), (fib, (0,)), (fib_float, (12.0,)), (ackermann, (2, 3)),
+         (gcd, (1071, 462)), (gcd, (-48, 18)), (power, (3, 13)), (power, (-2, 63)),
+         (is_even, (41,)), (is_odd, (41,)), (collatz_steps, (27,)), (floor_rec, (-17, 5)),
+         (signed_ops, (-20, 3)), (signed_ops, (-20, -4)),
+         (big_product, (20,)), (div_down, (5,)), (wrap_np, (5, 1, np.array([1_000_003], dtype=np.int64))),
+         (range_sum, (np.arange(10.0), 0, 10)), (range_sum, (np.arange(10.0), 0, 11)),
+         (quicksort, (np.array([5.0, 1.0, 4.0, 2.0, 8.0, 0.5]), 0, 5)),
+         (queens, (5, 0, 0, 0, 0, []))]
+
+
+@pytest.mark.parametrize("f,args", CASES, ids=[f"{f.__name__}{i}" for i, (f, _) in enumerate(CASES)])
+def test_same_as_python(f, args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # NumPy's overflow warning of the wrapping case
+        check(f, *args)
+
+
+def _python_lines():
+    out = []
+    for _ in (1, 2):
+        for f, args in CASES:
+            a = copy.deepcopy(args)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    out.append(f"{f.__name__} {f(*a)!r} {a!r}")
+            except Exception as e:  # noqa: BLE001 - mirrored below
+                out.append(f"{f.__name__} {type(e).__name__}")
+    return out
+
+
+def test_every_path_prints_what_python_does():
+    expected = _python_lines()
+    for mode, env in PATHS.items():
+        stdout, stderr = run_script(cases_script("test_jit_recursion"), **env)
+        got = stdout.splitlines()
+        assert len(got) == len(expected), (mode, stdout, stderr)
+        for g, e in zip(got, expected):
+            if e.split()[1] in ("ValueError", "ZeroDivisionError", "IndexError"):
+                assert g.split()[0] == e.split()[0] and e.split()[1] in g, (mode, g, e)
+            else:
+                assert g == e, (mode, g, e)
+
+
+def test_scalar_recursion_is_compiled_to_native_code():
+    script = """
+import sys; sys.path.insert(0, {here!r})
+import tessera, test_jit_recursion as t
+for f, args in [(t.fib, (20,)), (t.ackermann, (2, 3)), (t.gcd, (1071, 462)),
+                (t.queens_bits, (6, 0, 0, 0, 0)), (t.digits_loop, (987654321, 4)),
+                (t.signed_ops, (-20, 3)), (t.power, (3, 13)), (t.is_even, (41,)), (t.fib_float, (12.0,))]:
+    print(tessera.jit(f)(*args))
+"""
+    stdout, stderr = run_script(script, **PATHS["native"])
+    for name in ("fib", "ackermann", "gcd", "queens_bits", "digits_loop", "signed_ops", "py_power",
+                 "is_even", "fib_float"):
+        assert f"native code for the call of '{name}'" in stderr, stderr
+    assert stdout.split() == [str(v) for v in (fib(20), ackermann(2, 3), gcd(1071, 462),
+                                              queens_bits(6, 0, 0, 0, 0),
+                                              digits_loop(987654321, 4), signed_ops(-20, 3),
+                                              power(3, 13), is_even(41), fib_float(12.0))]
+
+
+def test_errors_name_the_line_of_the_recursive_call():
+    with pytest.raises(ZeroDivisionError, match=r"test_jit_recursion.py:\d+"):
+        tessera.jit(div_down)(3)
+    with pytest.raises(IndexError, match=r"test_jit_recursion.py:\d+"):
+        tessera.jit(range_sum)(np.arange(4.0), 0, 6)
+
+
+def test_unbounded_recursion_raises_instead_of_crashing():
+    script = """
+import sys; sys.path.insert(0, {here!r})
+import tessera, test_jit_recursion as t
+
+try:
+    tessera.jit(t.down)(0)
+    print("no error")
+except Exception as e:
+    print(type(e).__name__, "depth" in str(e))
+print("alive")
+"""
+    with pytest.raises(RecursionError):
+        down(0)
+    for env in (PATHS["native"], PATHS["general"]):
+        stdout, _ = run_script(script, **env)
+        assert stdout.split() == ["RuntimeError", "True", "alive"], stdout
+
+
+def test_overflow_of_python_int_is_an_error_on_every_path():
+    script = """
+import sys; sys.path.insert(0, {here!r})
+import tessera, test_jit_recursion as t
+try:
+    print(tessera.jit(t.big_product)(25))
+except ValueError as e:
+    print("ValueError", "integer overflow" in str(e), "test_jit_recursion.py" in str(e))
+"""
+    for mode, env in PATHS.items():
+        stdout, _ = run_script(script, **env)
+        assert stdout.split() == ["ValueError", "True", "True"], (mode, stdout)
