@@ -363,8 +363,8 @@ class VarianceScaling(Initializer):
                 "distribution": self.distribution, "seed": self.seed, **self._axes_config()}
 
     def _axes_config(self) -> dict:
-        return {k: v for k, v in (("input_axes", self.input_axes),
-                                  ("output_axes", self.output_axes)) if v is not None}
+        # (Keras 3.15's configs hold both, None when not given)
+        return {"input_axes": self.input_axes, "output_axes": self.output_axes}
 
     def with_axes(self, input_axes, output_axes):
         """This initializer with the fans of an EinsumDense kernel's axes, unless it

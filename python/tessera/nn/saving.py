@@ -16,7 +16,7 @@ from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
 from . import constraints, metric_classes, optimizer_classes, output_nesting, regularizers
 from .functional import _deps, output_or_mask
-from .layers import WEIGHTS_IN_FILE, Layer
+from .layers import WEIGHTS_IN_FILE, Layer, constructor_arguments
 from .metric_programs import _FunctionMetric
 from .saving_hooks import save_hooks
 from . import saving_hooks as hooks
@@ -51,8 +51,9 @@ _MAX_RANK_SHAPE = 32
 
 
 _BUILTIN = None
-_OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "optimizer", "metric",
-                 "loss", "cell")
+# (keras.optimizers' classes before tessera.optim's of the same names: a file's module picks)
+_OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "keras_optimizer",
+                 "optimizer", "metric", "loss", "cell")
 
 
 def builtin_classes() -> dict:
@@ -81,6 +82,7 @@ def builtin_classes() -> dict:
             "regularizer": public((regularizers,), regularizers.Regularizer,
                                   (regularizers.Regularizer,)),
             "constraint": public((constraints,), constraints.Constraint, ()),
+            "keras_optimizer": public((optimizer_classes,), optim.Optimizer, ()),
             "optimizer": public((optim,), optim.Optimizer, (optim.Optimizer,)),
             "schedule": public((optim,), optim.LearningRateSchedule,
                                (optim.LearningRateSchedule,)),
@@ -283,6 +285,7 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
             own.__func__ is not Layer.from_config.__func__:
         layer = own(config)  # the user's from_config (Keras's rule)
     else:
+        config = constructor_arguments(cls, config)  # (Keras's config, or an older file's)
         _check_arguments(cls, config, ctx, f"the layer {cfg['class']}")
         try:
             layer = cls(**config)
@@ -558,18 +561,6 @@ def model_from_config(arch, custom_objects=None, where="from_config", clone=None
                          f"{str(e)[:200]})") from None
 
 
-def model_to_json(model, **kwargs) -> str:
-    """model.to_json(): the architecture as JSON text (json.dumps's keyword
-    arguments, such as indent, pass on)."""
-    Sequential = model_class("Sequential")
-
-    model._check_built("to_json")
-    arch = _architecture(model, "to_json")
-    kind = "Sequential" if isinstance(model, Sequential) else \
-        "Functional" if model._functional else type(model).__name__
-    return json.dumps({"class_name": kind, "config": arch, "format": "tessera.nn"}, **kwargs)
-
-
 MAX_JSON_CHARS = 1 << 26
 
 
@@ -587,7 +578,8 @@ def model_from_json(json_string, custom_objects=None):
     if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
         raise ValueError("[model_from_json] the JSON has no model \"config\" (not written by "
                          "model.to_json?)")
-    return model_from_config(doc["config"], custom_objects, "model_from_json")
+    # (to_json's Keras document holds tessera's architecture; an earlier tessera's, as config)
+    return model_from_config(doc.get("tessera", doc["config"]), custom_objects, "model_from_json")
 
 
 def _user_classes(model) -> dict:
@@ -848,7 +840,7 @@ def _compile_config(model, where) -> dict:
     hook = model._compile_hook_config()  # get_compile_config's, when overridden
     if hook is not None:
         return {"hook": hook}
-    return {"optimizer": _encode(c.optimizer.get_config(), where),
+    return {"optimizer": _encode(optimizer_classes.saved_config(c.optimizer), where),
             "losses": [loss_cfg(l) for l in c.losses], "loss_weights": c.loss_weights,
             "metrics": [[metric_cfg(m) for m in ms] for ms in c.metrics],
             "weighted": [list(flags) for flags in c.weighted]}

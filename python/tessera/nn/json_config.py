@@ -1,0 +1,99 @@
+"""model.to_json() in Keras's shape: {"module", "class_name", "config": {"name",
+"trainable", "dtype", "layers": [each layer's {"module", "class_name", "config":
+get_config(), "registered_name", "build_config"}]}, "registered_name",
+"build_config"}, so that scripts reading json.loads(model.to_json())["config"]
+["layers"] find what Keras writes. The document also holds tessera's own
+architecture (the graph of calls, under "tessera"), which model_from_json reads:
+a to_json text of an earlier tessera (its "config" that architecture) loads too."""
+
+from __future__ import annotations
+
+import json
+import numbers
+
+import numpy as np
+
+from .dtype_policies import policy_of
+from .dtype_policies import serialize as serialize_policy
+from .layers import Layer
+from .registry import model_class
+from .saving import _architecture
+
+__all__ = ["model_to_json", "keras_layer_entry"]
+
+
+def _plain(v):
+    """A get_config value as JSON (Keras's serialized forms for objects)."""
+    if v is None or isinstance(v, (bool, str)):
+        return v
+    if isinstance(v, numbers.Integral):
+        return int(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return [_plain(u) for u in (v.tolist() if isinstance(v, np.ndarray) else v)]
+    if isinstance(v, dict):
+        return {str(k): _plain(u) for k, u in v.items()}
+    if isinstance(v, Layer):
+        return keras_layer_entry(v)
+    if callable(getattr(v, "get_config", None)):
+        return {"module": type(v).__module__, "class_name": type(v).__name__,
+                "config": _plain(v.get_config()), "registered_name": None}
+    if callable(v):
+        return {"module": getattr(v, "__module__", None), "class_name": "function",
+                "config": getattr(v, "__name__", repr(v)), "registered_name": None}
+    return repr(v)
+
+
+def _batch_shape(shape):
+    if shape is None:
+        return None
+    if isinstance(shape, list):
+        return [_batch_shape(s) for s in shape]
+    return [None] + [None if d is None else int(d) for d in shape]
+
+
+def keras_layer_entry(layer) -> dict:
+    """A layer as Keras's model JSON lists it."""
+    Model = model_class("Model")
+    if isinstance(layer, Model):
+        return _model_document(layer)
+    entry = {"module": type(layer).__module__, "class_name": type(layer).__name__,
+             "config": _plain(layer.get_config()), "registered_name": None}
+    if getattr(layer, "_in_shape", None) is not None:
+        entry["build_config"] = {"input_shape": _batch_shape(layer._in_shape)}
+    return entry
+
+
+def _model_document(model, objects=None) -> dict:
+    Sequential = model_class("Sequential")
+    if objects is None:
+        objects = []
+        _architecture(model, "to_json", objects)
+    layers = [keras_layer_entry(l) for l in objects]
+    inputs = getattr(model, "_inputs", None) or []
+    if isinstance(model, Sequential) and inputs:
+        t = inputs[0]
+        layers.insert(0, {"module": "tessera.nn.layers", "class_name": "InputLayer", "config": {
+            "batch_shape": _batch_shape(tuple(t.shape[1:])), "dtype": str(t.dtype),
+            "sparse": False, "ragged": False, "name": getattr(t, "name", None) or "input_layer",
+            "optional": False}, "registered_name": None})
+    kind = "Sequential" if isinstance(model, Sequential) else \
+        "Functional" if model._functional else type(model).__name__
+    config = {"name": model.name, "trainable": bool(getattr(model, "trainable", True)),
+              "dtype": serialize_policy(policy_of(model.dtype)), "layers": layers}
+    shapes = [_batch_shape(tuple(t.shape[1:])) for t in inputs]
+    return {"module": type(model).__module__, "class_name": kind, "config": config,
+            "registered_name": None,
+            "build_config": {"input_shape": shapes[0] if len(shapes) == 1 else shapes or None}}
+
+
+def model_to_json(model, **kwargs) -> str:
+    """model.to_json(): Keras's document of the model (json.dumps's keyword
+    arguments, such as indent, pass on), with tessera's architecture."""
+    model._check_built("to_json")
+    objects = []
+    arch = _architecture(model, "to_json", objects)
+    doc = _model_document(model, objects)
+    doc.update(tessera=arch, format="tessera.nn")
+    return json.dumps(doc, **kwargs)
