@@ -17,9 +17,9 @@ from .dtype_policies import policy_of
 from .dtype_policies import serialize as serialize_policy
 from .layers import Layer
 from .registry import model_class
-from .saving import _architecture
+from .saving import _architecture, model_from_config
 
-__all__ = ["model_to_json", "keras_layer_entry"]
+__all__ = ["model_to_json", "model_from_json", "keras_layer_entry"]
 
 
 def _plain(v):
@@ -97,3 +97,24 @@ def model_to_json(model, **kwargs) -> str:
     doc = _model_document(model, objects)
     doc.update(tessera=arch, format="tessera.nn")
     return json.dumps(doc, **kwargs)
+
+
+MAX_JSON_CHARS = 1 << 26
+
+
+def model_from_json(json_string, custom_objects=None):
+    """The model (fresh weights) a to_json text describes (keras.models.model_from_json)."""
+    if not isinstance(json_string, (str, bytes)):
+        raise TypeError(f"[model_from_json] expected JSON text, got {type(json_string).__name__}")
+    if len(json_string) > MAX_JSON_CHARS:
+        raise ValueError(f"[model_from_json] the text has {len(json_string)} characters, past "
+                         f"the {MAX_JSON_CHARS} a model description may have")
+    try:
+        doc = json.loads(json_string)
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"[model_from_json] the text is not JSON ({str(e)[:200]})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise ValueError("[model_from_json] the JSON has no model \"config\" (not written by "
+                         "model.to_json?)")
+    # (to_json's Keras document holds tessera's architecture; an earlier tessera's, as config)
+    return model_from_config(doc.get("tessera", doc["config"]), custom_objects, "model_from_json")

@@ -5,7 +5,6 @@ settings, optimizer state and training state. Loading never executes anything fr
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import numbers
 import os
@@ -16,7 +15,8 @@ from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
 from . import constraints, metric_classes, optimizer_classes, output_nesting, regularizers
 from .functional import _deps, output_or_mask
-from .layers import WEIGHTS_IN_FILE, Layer, constructor_arguments
+from .layers import (WEIGHTS_IN_FILE, Layer, constructor_arguments, is_dtype_name,
+                     serialized_object_keys)
 from .metric_programs import _FunctionMetric
 from .saving_hooks import save_hooks
 from . import saving_hooks as hooks
@@ -32,7 +32,7 @@ from .weights_file import load_weights_into, read_file, save_file, set_weights_f
 
 __all__ = ["save_file", "read_file", "load_model", "register_keras_serializable",
            "get_custom_objects", "custom_object_scope", "CustomObjectScope",
-           "get_registered_name", "get_registered_object", "model_from_json", "clone_model",
+           "get_registered_name", "get_registered_object", "clone_model",
            "save_weights", "load_weights"]
 
 
@@ -251,6 +251,25 @@ def _decode(v, ctx: _Load, depth: int = 0):
     return v
 
 
+def _built_objects(config: dict, ctx: _Load) -> dict:
+    """A Keras config's serialized initializers, regularizers and constraints as
+    objects: a user's class from custom_objects or the registry, by its
+    registered name, else its class name (Keras's lookup)."""
+    config = dict(config)
+    for key in serialized_object_keys(config):
+        v = config[key]
+        module = v.get("module") if str(v.get("module")).startswith("tessera.") else None
+        name = v.get("registered_name")
+        if not (isinstance(name, str) and (name in ctx.custom or named_class(name))):
+            name = v["class_name"]
+        cls = _resolve(name, module, _OBJECT_KINDS, ctx, f"the argument {key}")
+        try:
+            config[key] = _construct(cls, v.get("config") or {}, ctx, f"the argument {key}")
+        except TypeError as e:
+            raise ctx.error(f"the argument {key}: {str(e)[:200]}") from None
+    return config
+
+
 def _layer_config(layer, where):
     Model, Sequential = model_class("Model"), model_class("Sequential")
 
@@ -285,7 +304,10 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
             own.__func__ is not Layer.from_config.__func__:
         layer = own(config)  # the user's from_config (Keras's rule)
     else:
-        config = constructor_arguments(cls, config)  # (Keras's config, or an older file's)
+        config = constructor_arguments(cls, _built_objects(config, ctx))  # (or an older file's)
+        if not is_dtype_name(config.get("dtype")):
+            raise ctx.error(f"the layer {cfg['class']} has the dtype "
+                            f"{str(config.get('dtype'))[:80]!r}, which names no dtype")
         _check_arguments(cls, config, ctx, f"the layer {cfg['class']}")
         try:
             layer = cls(**config)
@@ -559,27 +581,6 @@ def model_from_config(arch, custom_objects=None, where="from_config", clone=None
             raise  # already says what and where
         raise ValueError(f"[{where}] the configuration is malformed ({type(e).__name__}: "
                          f"{str(e)[:200]})") from None
-
-
-MAX_JSON_CHARS = 1 << 26
-
-
-def model_from_json(json_string, custom_objects=None):
-    """The model (fresh weights) a to_json text describes (keras.models.model_from_json)."""
-    if not isinstance(json_string, (str, bytes)):
-        raise TypeError(f"[model_from_json] expected JSON text, got {type(json_string).__name__}")
-    if len(json_string) > MAX_JSON_CHARS:
-        raise ValueError(f"[model_from_json] the text has {len(json_string)} characters, past "
-                         f"the {MAX_JSON_CHARS} a model description may have")
-    try:
-        doc = json.loads(json_string)
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"[model_from_json] the text is not JSON ({str(e)[:200]})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
-        raise ValueError("[model_from_json] the JSON has no model \"config\" (not written by "
-                         "model.to_json?)")
-    # (to_json's Keras document holds tessera's architecture; an earlier tessera's, as config)
-    return model_from_config(doc.get("tessera", doc["config"]), custom_objects, "model_from_json")
 
 
 def _user_classes(model) -> dict:

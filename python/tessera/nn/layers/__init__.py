@@ -66,7 +66,7 @@ from .multi_head_attention import GroupQueryAttention, GroupedQueryAttention, Mu
 from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .einsum_dense import EinsumDense
-from .keras_config import constructor_arguments
+from .keras_config import constructor_arguments, is_dtype_name, serialized_object_keys
 from .normalization import (BatchNormalization, GroupNormalization, LayerNormalization,
                             Normalization, RMSNormalization, Rescaling, UnitNormalization)
 from .pooling import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,

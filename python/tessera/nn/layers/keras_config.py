@@ -12,14 +12,17 @@ import functools
 import inspect
 import textwrap
 
+import numpy as np
+
 from .. import constraints, initializers, regularizers
 from .._config import SETTINGS
 from ..activations import builtin_name
 from ..dtype_policies import DTypePolicy, policy_of
 from ..dtype_policies import serialize as serialize_policy
+from ..registry import get_registered_name
 
 __all__ = ["keras_layer_config", "constructor_arguments", "given_arguments",
-           "serialize_argument"]
+           "serialize_argument", "serialized_object_keys", "is_dtype_name"]
 
 # Layer.__init__'s arguments that are no key of Keras's configs (Keras 2's aliases), or that
 # the base entries (name, trainable, dtype) already hold
@@ -114,9 +117,21 @@ def _public_module(obj) -> str:
 
 def _serialized(obj, tessera_config: dict) -> dict:
     config = {k: v for k, v in tessera_config.items() if k != "class"}
+    # Keras's: None for its own classes, a user's class by its registered key (else its name),
+    # which load_model looks up in custom_objects and the registry
+    own = type(obj).__module__.startswith("tessera.")
     return {"module": _public_module(obj), "class_name": type(obj).__name__,
             "config": {k: serialize_argument("", v) for k, v in config.items()},
-            "registered_name": None}
+            "registered_name": None if own else get_registered_name(type(obj))}
+
+
+def serialized_object_keys(config: dict) -> list:
+    """The keys of a layer's config whose values are Keras's serialized
+    initializers, regularizers or constraints ({"class_name": ..., "config":
+    ...}), which the loader builds in its own context (the user's classes)."""
+    return [k for k, v in config.items()
+            if isinstance(k, str) and k.endswith(("initializer", "regularizer", "constraint"))
+            and isinstance(v, dict) and "class_name" in v]
 
 
 def serialize_argument(key: str, value):
@@ -239,7 +254,9 @@ def keras_layer_config(layer, given: dict) -> dict:
     owned = {param: arg for arg, param in cls.constraint_arguments.items()}
     for param, constraint in getattr(layer, "_constraints", {}).items():
         if param in owned:
-            config[owned[param]] = constraint
+            # a function given as the constraint stays the function (saved by its name)
+            config[owned[param]] = getattr(constraint, "fn", constraint) \
+                if isinstance(constraint, constraints._FunctionConstraint) else constraint
     for arg in cls.constraint_arguments:
         config.setdefault(arg, None)
     kind = keras_class(cls)
@@ -285,7 +302,9 @@ def constructor_arguments(cls, config: dict) -> dict:
     dtype = config.get("dtype")
     if isinstance(dtype, dict) and dtype.get("class_name") in ("DTypePolicy",
                                                               "FloatDTypePolicy"):
-        config["dtype"] = (dtype.get("config") or {}).get("name", "float32")
+        inner = dtype.get("config") or {}
+        # (a malformed policy stays a dict: the constructor's error names it)
+        config["dtype"] = inner.get("name", "float32") if isinstance(inner, dict) else dtype
     if "activity_regularizer" in config and config["activity_regularizer"] is None:
         del config["activity_regularizer"]
     return config
@@ -293,3 +312,21 @@ def constructor_arguments(cls, config: dict) -> dict:
 
 def _takes(cls, key: str) -> bool:
     return any(name == key for name, _ in _init_parameters(cls))
+
+
+# dtype names of layers' configs NumPy does not know (Keras's policies, string inputs)
+_OTHER_DTYPES = {"string", "bfloat16", "mixed_float16", "mixed_bfloat16"}
+
+
+def is_dtype_name(dtype) -> bool:
+    """A layer's dtype read from a file (after constructor_arguments): None,
+    or the name of a NumPy dtype or of a policy."""
+    if dtype is None or dtype in _OTHER_DTYPES:
+        return True
+    if not isinstance(dtype, str) or len(dtype) > 32:
+        return False
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        return False
+    return True
