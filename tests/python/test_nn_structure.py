@@ -49,7 +49,7 @@ LAYERS = [
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",
              "ops.nn_more", "ops.einops", "ops.transforms",
              "ops.numpy", "activations", "random"}),
-    ("graph", {"functional"}),
+    ("graph", {"functional", "graph_order"}),
     ("layers", {"layers", "layers.*"}),
     ("losses and metrics", {"losses", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
                             "metrics", "clipping", "optimizer_classes", "parallel", "parallel_layers",

@@ -14,6 +14,7 @@ import numbers
 import numpy as np
 
 from .dtype_policies import policy_of
+from .graph_order import tensor_order
 from .dtype_policies import serialize as serialize_policy
 from .layers import Layer
 from .registry import model_class
@@ -65,11 +66,92 @@ def keras_layer_entry(layer) -> dict:
     return entry
 
 
-def _model_document(model, objects=None) -> dict:
+def _history_of(t, history) -> dict:
+    return {"class_name": "__keras_tensor__", "config": {
+        "shape": _batch_shape(tuple(t.shape[1:])), "dtype": str(t.dtype),
+        "keras_history": list(history)}}
+
+
+def _operation_args(node, refs):
+    """A primitive's saved arguments as Keras's inbound node lists them."""
+    def arg(a):
+        if isinstance(a, dict) and "t" in a:
+            return refs(a["t"])
+        if isinstance(a, dict) and "slice" in a:
+            start, stop, step = a["slice"]
+            return {"class_name": "__slice__", "config": {"start": start, "stop": stop,
+                                                          "step": step}}
+        if isinstance(a, dict) and "list" in a:
+            return [arg(u) for u in a["list"]]
+        return _plain(a)
+    return [arg(a) for a in node.get("args", [])]
+
+
+def _functional_config(model, arch, entries) -> dict:
+    """Keras's functional config: the Input layers, then each layer (and each
+    operation) named, with its inbound_nodes (one per call: the tensors it
+    read, each by its keras_history [layer, call, output]); input_layers and
+    output_layers name the model's tensors so."""
+    order, _ = tensor_order(model)
+    history, calls, listed, names = {}, {}, [], {}
+
+    def refs(i):
+        return _history_of(order[i], history[i])
+
+    for i, node in enumerate(arch["nodes"]):
+        if node["op"] == "input":
+            history[i] = (node["name"], 0, 0)
+            listed.append({"module": "tessera.nn.layers", "class_name": "InputLayer", "config": {
+                "batch_shape": _batch_shape(tuple(node["shape"])), "dtype": node["dtype"],
+                "sparse": False, "ragged": False, "name": node["name"], "optional": False},
+                "registered_name": None, "name": node["name"], "inbound_nodes": []})
+        elif node["op"] == "layer":
+            k, entry = node["layer"], entries[node["layer"]]
+            calls[k] = calls.get(k, 0) + 1
+            if calls[k] == 1:
+                listed.append(entry)
+            args = [refs(j) for j in node["inputs"]]
+            entry.setdefault("inbound_nodes", []).append(
+                {"args": [args] if node["multi"] else args, "kwargs": {}})
+            history[i] = (entry["config"]["name"], calls[k] - 1, 0)
+        elif node["op"] == "item":
+            name, call, _ = history[node["node"]]
+            history[i] = (name, call, node["index"])
+        elif node["op"] == "param":
+            history[i] = (entries[node["layer"]]["config"]["name"], 0, 0)
+        else:  # an operation (Keras's entries of keras.ops: "multiply", "add_1", ...)
+            fn = "get_item" if node["fn"] == "getitem" else str(node["fn"])
+            n = names[fn] = names.get(fn, -1) + 1
+            name = fn if n == 0 else f"{fn}_{n}"
+            args = _operation_args(node, refs)
+            if fn == "get_item" and len(args) > 2:  # Keras's: x[i, j] has the index (i, j)
+                args = [args[0], args[1:]]
+            listed.append({"module": "tessera.nn.ops", "class_name": fn.title().replace(
+                "_", ""), "config": {"name": name}, "registered_name": None, "name": name,
+                "inbound_nodes": [{"args": args, "kwargs": {}}]})
+            history[i] = (name, 0, 0)
+    for entry in entries:
+        entry["name"] = entry["config"]["name"] if isinstance(entry["config"], dict) else None
+        if "inbound_nodes" not in entry:  # (a layer whose weights only the graph reads)
+            entry["inbound_nodes"] = []
+            listed.append(entry)
+
+    def tensors(indices, keys, multi):
+        found = [list(history[i]) for i in indices]
+        if keys:
+            return dict(zip(keys, found))
+        return found if multi else found[0]
+    return {"layers": listed,
+            "input_layers": tensors(arch["inputs"], arch.get("input_keys"), arch["multi_in"]),
+            "output_layers": tensors(arch["outputs"], arch.get("output_keys"),
+                                     arch["multi_out"])}
+
+
+def _model_document(model, objects=None, arch=None) -> dict:
     Sequential = model_class("Sequential")
     if objects is None:
         objects = []
-        _architecture(model, "to_json", objects)
+        arch = _architecture(model, "to_json", objects)
     layers = [keras_layer_entry(l) for l in objects]
     inputs = getattr(model, "_inputs", None) or []
     if isinstance(model, Sequential) and inputs:
@@ -82,6 +164,8 @@ def _model_document(model, objects=None) -> dict:
         "Functional" if model._functional else type(model).__name__
     config = {"name": model.name, "trainable": bool(getattr(model, "trainable", True)),
               "dtype": serialize_policy(policy_of(model.dtype)), "layers": layers}
+    if kind == "Functional" and arch is not None and "nodes" in arch:
+        config.update(_functional_config(model, arch, layers))
     shapes = [_batch_shape(tuple(t.shape[1:])) for t in inputs]
     return {"module": type(model).__module__, "class_name": kind, "config": config,
             "registered_name": None,
@@ -94,7 +178,7 @@ def model_to_json(model, **kwargs) -> str:
     model._check_built("to_json")
     objects = []
     arch = _architecture(model, "to_json", objects)
-    doc = _model_document(model, objects)
+    doc = _model_document(model, objects, arch)
     doc.update(tessera=arch, format="tessera.nn")
     return json.dumps(doc, **kwargs)
 

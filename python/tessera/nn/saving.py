@@ -15,6 +15,7 @@ from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
 from . import constraints, metric_classes, optimizer_classes, output_nesting, regularizers
 from .functional import _deps, output_or_mask
+from .graph_order import tensor_order
 from .layers import (WEIGHTS_IN_FILE, Layer, constructor_arguments, is_dtype_name,
                      serialized_object_keys)
 from .metric_programs import _FunctionMetric
@@ -267,6 +268,12 @@ def _built_objects(config: dict, ctx: _Load) -> dict:
             config[key] = _construct(cls, v.get("config") or {}, ctx, f"the argument {key}")
         except TypeError as e:
             raise ctx.error(f"the argument {key}: {str(e)[:200]}") from None
+    for key in ("layer", "backward_layer"):  # a wrapper's layers, as Keras's dicts
+        v = config.get(key)
+        if isinstance(v, dict) and "class_name" in v:
+            module = v.get("module") if str(v.get("module")).startswith("tessera.") else None
+            config[key] = _layer_from({"class": v["class_name"], "module": module,
+                                       "config": v.get("config")}, ctx, decoded=True)
     return config
 
 
@@ -286,7 +293,7 @@ def _layer_config(layer, where):
     return out
 
 
-def _layer_from(cfg, ctx: _Load, depth: int = 0):
+def _layer_from(cfg, ctx: _Load, depth: int = 0, decoded: bool = False):
     _depth_check(ctx, depth)
     if not isinstance(cfg, dict) or "class" not in cfg:
         raise ctx.error("a layer configuration is malformed")
@@ -296,7 +303,7 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
     if cfg["class"] in ("Sequential", "Functional"):
         return _model_from(cfg.get("arch"), ctx, depth + 1)
     cls = _resolve(cfg["class"], cfg.get("module"), ("layer",), ctx, "a layer")
-    config = _decode(cfg.get("config", {}), ctx, depth + 1)
+    config = cfg["config"] if decoded else _decode(cfg.get("config", {}), ctx, depth + 1)
     if not isinstance(config, dict):
         raise ctx.error(f"the configuration of the layer {cfg['class']} is malformed")
     own = getattr(cls, "from_config", None)
@@ -342,23 +349,7 @@ def _architecture(model, where="save", objects=None) -> dict:
             "config": _encode(model.get_config(), where),
             "input_shapes": [list(t.shape[1:]) for t in model._inputs],
             "input_dtypes": [t.dtype for t in model._inputs]})
-    order, ids = [], {}
-    stack = [(t, False) for t in reversed(model._outputs)]
-    for t in model._inputs:
-        ids[t.id] = len(order)
-        order.append(t)
-    while stack:
-        t, ready = stack.pop()
-        if t.id in ids:
-            continue
-        if not ready:
-            stack.append((t, True))
-            for d in reversed(_deps(t)):
-                if d.id not in ids:
-                    stack.append((d, False))
-            continue
-        ids[t.id] = len(order)
-        order.append(t)
+    order, ids = tensor_order(model)
     layer_index, layers = {}, []
 
     def layer_ref(layer):

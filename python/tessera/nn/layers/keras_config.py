@@ -22,7 +22,12 @@ from ..dtype_policies import serialize as serialize_policy
 from ..registry import get_registered_name
 
 __all__ = ["keras_layer_config", "constructor_arguments", "given_arguments",
-           "serialize_argument", "serialized_object_keys", "is_dtype_name"]
+           "serialize_argument", "serialized_object_keys", "is_dtype_name", "layer_dict",
+           "LAYER_FROM_DICT"]
+
+# layers.deserialize, set by the package (above the families): builds a wrapper's layer
+# from Keras's dict of it (from_config of a Bidirectional's or TimeDistributed's config)
+LAYER_FROM_DICT: dict = {}
 
 # Layer.__init__'s arguments that are no key of Keras's configs (Keras 2's aliases), or that
 # the base entries (name, trainable, dtype) already hold
@@ -307,7 +312,23 @@ def constructor_arguments(cls, config: dict) -> dict:
         config["dtype"] = inner.get("name", "float32") if isinstance(inner, dict) else dtype
     if "activity_regularizer" in config and config["activity_regularizer"] is None:
         del config["activity_regularizer"]
+    for key in ("layer", "backward_layer"):  # a wrapper's layers, as Keras's dicts
+        if isinstance(config.get(key), dict) and "class_name" in config[key] and \
+                "deserialize" in LAYER_FROM_DICT:
+            config[key] = LAYER_FROM_DICT["deserialize"](config[key])
     return config
+
+
+def layer_dict(layer, name=None) -> dict:
+    """Keras's serialized dict of a layer a wrapper holds ({"module",
+    "class_name", "config", "registered_name"}), its config's name `name`
+    when given (Bidirectional's forward_ and backward_ names)."""
+    config = layer.get_config()
+    if name is not None:
+        config["name"] = name
+    own = type(layer).__module__.startswith("tessera.")
+    return {"module": type(layer).__module__, "class_name": type(layer).__name__,
+            "config": config, "registered_name": None if own else get_registered_name(type(layer))}
 
 
 def _takes(cls, key: str) -> bool:
