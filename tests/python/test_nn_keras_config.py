@@ -359,6 +359,7 @@ def test_a_function_constraint_saves_by_its_name_as_before(tmp_path):
 
 _JUNK = [None, True, -1, 2 ** 70, 1e308, float("nan"), "", "x" * 300, "float32", "int64", [],
          {}, [1, 2], {"a": 1}, 3.5]
+_JUNK_OF_TYPES = [[], {}, {"a": 1}, float("nan"), "x" * 300]  # (at every field, as well)
 
 
 def _spots(v, path=()):
@@ -395,7 +396,8 @@ def test_every_field_of_a_saved_layer_config_replaced_loads_or_is_a_value_error(
     outcomes = {"ok": 0, "error": 0}
     path = tmp_path / "mutant.keras"
     for spot in spots:
-        for junk in [_JUNK[i] for i in rnd.choice(len(_JUNK), 5, replace=False)]:
+        for junk in [_JUNK[i] for i in rnd.choice(len(_JUNK), 4, replace=False)] + \
+                _JUNK_OF_TYPES:
             h = copy.deepcopy(header)
             target = h["model"]["layers"][at]["config"]
             for p in spot[:-1]:

@@ -342,10 +342,12 @@ _OTHER_DTYPES = {"string", "bfloat16", "mixed_float16", "mixed_bfloat16"}
 def is_dtype_name(dtype) -> bool:
     """A layer's dtype read from a file (after constructor_arguments): None,
     or the name of a NumPy dtype or of a policy."""
-    if dtype is None or dtype in _OTHER_DTYPES:
+    if dtype is None:
         return True
     if not isinstance(dtype, str) or len(dtype) > 32:
         return False
+    if dtype in _OTHER_DTYPES:
+        return True
     try:
         np.dtype(dtype)
     except TypeError:

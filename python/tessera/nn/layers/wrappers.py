@@ -162,8 +162,9 @@ class Bidirectional(Layer):
         layer is this one, not a new copy."""
         config = super().get_config()
         config.pop("weights", None)
-        for key, sub in (("layer", self.forward_layer), ("backward_layer", self.backward_layer)):
-            config[key] = layer_dict(sub, self._sub_names[key.replace("layer", "") or "forward_"])
+        for key, prefix, sub in (("layer", "forward_", self.forward_layer),
+                                 ("backward_layer", "backward_", self.backward_layer)):
+            config[key] = layer_dict(sub, self._sub_names[prefix])
             if "zero_output_for_mask" in config[key]["config"]:  # (as the constructor set it)
                 config[key]["config"]["zero_output_for_mask"] = sub.zero_output_for_mask
         return config
