@@ -30,7 +30,7 @@ def test_layers_module_offers_every_layer():
 def test_optimizers_models_utils():
     # Keras's meaning of weight decay (decoupled) over tessera.optim's PyTorch one
     assert issubclass(keras.optimizers.Adam, tessera.optim.Adam)
-    assert keras.optimizers.Adam().get_config()["decoupled"] is True
+    assert keras.optimizers.Adam().tessera_config()["decoupled"] is True
     assert issubclass(keras.optimizers.RMSprop, tessera.optim.RMSprop)  # with Keras's arguments
     s = keras.optimizers.schedules.ExponentialDecay(0.1, decay_steps=10, decay_rate=0.5,
                                                     staircase=True)

@@ -98,13 +98,22 @@ def test_activations_match_keras(activation):
         "relu6": np.clip(x, 0, 6), "hard_sigmoid": np.clip(x + 3, 0, 6) / 6,
         "mish": x * np.tanh(np.log1p(np.exp(x))),
     }[activation]
-    np.testing.assert_allclose(nn.Activation(activation)(x), ref, rtol=1e-9, atol=1e-12)
+    # a float64 layer computes in float64: NumPy's float64 values, tightly
+    np.testing.assert_allclose(nn.Activation(activation, dtype="float64")(x), ref, rtol=1e-9,
+                               atol=1e-12)
+    # by default, as Keras, the float64 input is cast to the layer's float32: NumPy's
+    # values of the float32-rounded input, at float32's precision
+    x32 = x.astype(np.float32).astype(np.float64)
+    ref32 = np.asarray(nn.Activation(activation, dtype="float64")(x32))
+    out = nn.Activation(activation)(x)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, ref32, rtol=2e-6, atol=1e-6)
 
 
 def test_a_python_function_as_activation_is_traced():
     x = RNG.normal(size=(4, 6))
     out = nn.Dense(3, activation=lambda z: z * np.tanh(z), kernel_initializer="ones",
-                   bias_initializer="zeros")(x)
+                   bias_initializer="zeros", dtype="float64")(x)
     s = x.sum(axis=1, keepdims=True).repeat(3, axis=1)
     np.testing.assert_allclose(out, s * np.tanh(s), rtol=1e-12)
 
@@ -181,19 +190,27 @@ def test_embedding_layer_norm_and_pooling():
     np.testing.assert_allclose(m.predict(x), (x - mu) / np.sqrt(var + 1e-5) * g + b, rtol=1e-9)
     _grad_check(m, x, RNG)
     for cls, ref in ((nn.GlobalAveragePooling1D, x.mean(1)), (nn.GlobalMaxPooling1D, x.max(1))):
-        np.testing.assert_allclose(cls()(x), ref, rtol=1e-12)
+        np.testing.assert_allclose(cls(dtype="float64")(x), ref, rtol=1e-12)
     x4 = RNG.normal(size=(2, 3, 4, 5))
-    np.testing.assert_allclose(nn.GlobalAveragePooling2D()(x4), x4.mean((1, 2)), rtol=1e-12)
-    np.testing.assert_allclose(nn.GlobalMaxPooling2D(keepdims=True)(x4),
+    np.testing.assert_allclose(nn.GlobalAveragePooling2D(dtype="float64")(x4), x4.mean((1, 2)),
+                               rtol=1e-12)
+    np.testing.assert_allclose(nn.GlobalMaxPooling2D(keepdims=True, dtype="float64")(x4),
                                x4.max((1, 2), keepdims=True), rtol=1e-12)
+    # (by default in float32, Keras's cast of the input: NumPy's float32 values)
+    x32 = x4.astype(np.float32)
+    np.testing.assert_allclose(nn.GlobalAveragePooling2D()(x4), x32.mean((1, 2)), rtol=1e-6)
+    np.testing.assert_array_equal(nn.GlobalMaxPooling2D()(x4), x32.max((1, 2)))
 
 
 def test_shape_layers():
     x = RNG.normal(size=(2, 3, 4))
-    np.testing.assert_array_equal(nn.Reshape((4, -1))(x), x.reshape(2, 4, 3))
-    np.testing.assert_array_equal(nn.Permute((2, 1))(x), x.transpose(0, 2, 1))
+    x32 = x.astype(np.float32)  # (Keras's layers cast a float64 input to their float32)
+    np.testing.assert_array_equal(nn.Reshape((4, -1))(x), x32.reshape(2, 4, 3))
+    np.testing.assert_array_equal(nn.Permute((2, 1))(x), x32.transpose(0, 2, 1))
     np.testing.assert_array_equal(nn.RepeatVector(3)(x[:, 0]),
-                                  np.repeat(x[:, None, 0], 3, axis=1))
+                                  np.repeat(x32[:, None, 0], 3, axis=1))
+    assert nn.Reshape((4, -1))(x).dtype == np.float32
+    np.testing.assert_array_equal(nn.Permute((2, 1), dtype="float64")(x), x.transpose(0, 2, 1))
     with pytest.raises(ValueError, match=r"\[Reshape\] cannot reshape samples of shape \(3, 4\)"):
         nn.Reshape((5, -1))(nn.Input((3, 4)))
     with pytest.raises(ValueError, match=r"\[Permute\] dims must be a permutation"):

@@ -23,6 +23,8 @@ __all__ = ["celu", "deserialize", "elu", "exponential", "gelu", "get", "glu", "h
 
 def relu(x, negative_slope=0.0, max_value=None, threshold=0.0):
     """max(x, 0), with Keras's options: a slope below the threshold, a cap."""
+    if negative_slope == 0.0 and max_value is None and threshold == 0.0:
+        return _nn.relu(x)  # (an integer x stays integer, as Keras's)
     x = _floating(x)
     if negative_slope != 0.0 and max_value is None and threshold == 0.0:
         return _nn.leaky_relu(x, negative_slope)

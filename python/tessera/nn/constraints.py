@@ -28,6 +28,7 @@ import numbers
 import numpy as np
 
 from .. import _core
+from .registry import registered_class
 
 __all__ = ["Constraint", "MaxNorm", "MinMaxNorm", "NonNeg", "UnitNorm", "max_norm",
            "min_max_norm", "non_neg", "unit_norm", "get", "serialize", "deserialize"]
@@ -188,7 +189,7 @@ def deserialize(config, custom_objects=None):
         raise TypeError(f"[constraints.deserialize] expected a name or a serialize() dict, got "
                         f"{config!r}")
     name = config.get("class_name", config.get("class"))
-    cls = (custom_objects or {}).get(name) or _BY_NAME.get(name)
+    cls = (custom_objects or {}).get(name) or _BY_NAME.get(name) or registered_class(config)
     if cls is None:
         raise ValueError(f"[constraints.deserialize] unknown constraint {name!r}"
                          f"{_hint(str(name))} Known: {sorted(_CLASSES)}")

@@ -183,3 +183,27 @@ def deserialize(config, custom_objects=None) -> DTypePolicy:
         raise ValueError(f"[dtype_policies.deserialize] expected a serialized DTypePolicy "
                          f"(class_name 'DTypePolicy'), got {config!r}")
     return DTypePolicy(**dict(config.get("config") or {}))
+
+
+def eager_inputs(layer_dtype, arrays) -> list:
+    """An eager call's arrays as Keras's layer casts them: floating ones to the
+    layer's compute dtype (its float policy, else the global policy's), the
+    others (ints, bools, strings) as they are. A layer whose dtype is another
+    (a preprocessing layer's output dtype) takes them as they are."""
+    arrays = [np.asarray(a) for a in arrays]
+    compute = eager_dtype(layer_dtype, arrays)
+    if layer_dtype is not None and layer_dtype not in COMPUTED:
+        return arrays
+    return [a.astype(compute) if a.dtype.kind == "f" and a.dtype != compute else a
+            for a in arrays]
+
+
+def eager_dtype(layer_dtype, arrays) -> str:
+    """The dtype an eager call's one-layer model computes in (eager_inputs)."""
+    if layer_dtype in COMPUTED:
+        return layer_dtype
+    if layer_dtype is None:
+        return global_policy().name
+    first = np.asarray(arrays[0]).dtype if arrays else None
+    return str(first) if first in (np.float32, np.float64) else "float32"
+

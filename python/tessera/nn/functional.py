@@ -11,6 +11,7 @@ import numpy as np
 
 from . import tree as _tree
 from .call_defaults import eager_training, step_call_training
+from .dtype_policies import eager_dtype, eager_inputs
 from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
 from .nested_masks import graph_model, mask_items, output_or_mask
@@ -868,7 +869,7 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     if layer._is_custom() and not isinstance(layer, Model) and builtin is None:
         return _eager_custom_call(layer, inputs, args, kwargs)
     given = _flatten([inputs, list(args)])
-    arrays = [np.asarray(a) for a in given]
+    arrays = eager_inputs(layer.dtype, given)  # floats in the compute dtype, as Keras casts
     if not arrays:
         raise TypeError(f"[{layer.kind}] layer {layer.name!r} called without inputs")
     sym = [stand_in_input(a.shape[1:], dtype=str(a.dtype)) for a in arrays]
@@ -894,10 +895,9 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     # arrays given by keyword (MultiHeadAttention's value=, key=, attention_mask=)
     for k, v in list(kwargs.items()):
         if k != "mask" and isinstance(v, np.ndarray):
-            t = stand_in_input(v.shape[1:], dtype=str(v.dtype))
-            kwargs[k] = t
             given.append(v)
-            arrays.append(np.asarray(v))
+            arrays.extend(eager_inputs(layer.dtype, [v]))
+            kwargs[k] = t = stand_in_input(v.shape[1:], dtype=str(arrays[-1].dtype))
             sym.append(t)
     for s, a in zip(sym, given):
         if getattr(a, "_keras_mask", None) is not None:
@@ -921,7 +921,7 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
         out = layer(sym_inputs, *sym_args, training=True, **kwargs)
     else:
         out = layer(sym_inputs, *sym_args, **kwargs)
-    dtype = str(arrays[0].dtype) if arrays[0].dtype in (np.float32, np.float64) else "float32"
+    dtype = eager_dtype(layer.dtype, arrays)
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     # the outputs' masks: computed by the same program (or one of the masks fed)
     masks = [getattr(o, "_keras_mask", None) for o in outs]

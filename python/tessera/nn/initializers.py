@@ -33,6 +33,7 @@ import numpy as np
 
 from .. import _core
 from ._config import Configurable
+from .registry import registered_class
 
 __all__ = ["Initializer", "Zeros", "Ones", "Constant", "RandomNormal", "RandomUniform",
            "TruncatedNormal", "VarianceScaling", "GlorotUniform", "GlorotNormal", "HeNormal",
@@ -363,8 +364,8 @@ class VarianceScaling(Initializer):
                 "distribution": self.distribution, "seed": self.seed, **self._axes_config()}
 
     def _axes_config(self) -> dict:
-        return {k: v for k, v in (("input_axes", self.input_axes),
-                                  ("output_axes", self.output_axes)) if v is not None}
+        # (Keras 3.15's configs hold both, None when not given)
+        return {"input_axes": self.input_axes, "output_axes": self.output_axes}
 
     def with_axes(self, input_axes, output_axes):
         """This initializer with the fans of an EinsumDense kernel's axes, unless it
@@ -591,6 +592,10 @@ def serialize(initializer: Initializer) -> dict:
 def deserialize(config) -> Initializer:
     """The initializer a ``get_config()`` dict (or Keras's ``{"class_name": ...,
     "config": {...}}``) describes."""
+    user = None if not isinstance(config, dict) or config.get("class_name") in _CLASSES else \
+        registered_class(config)  # (a user's class: registered, or in a custom_object_scope)
+    if user is not None:
+        return user.from_config(dict(config.get("config") or {}))
     config = dict(config)
     if "class_name" in config and "class" not in config:
         config = {"class": config["class_name"], **(config.get("config") or {})}

@@ -72,13 +72,16 @@ def deserialize_keras_object(config, custom_objects=None, safe_mode=True, **kwar
                              "@register_keras_serializable()")
         return fn
     ctx = _Load("<config>", custom, where="deserialize_keras_object")
+    # tessera's own module picks between its classes of one name (keras.optimizers' Adam or
+    # tessera.optim's); Keras's modules name none of tessera's
+    module = config.get("module") if str(config.get("module")).startswith("tessera.") else None
     try:
-        cls = _resolve(name, None, ("layer",) + _OBJECT_KINDS, ctx,
+        cls = _resolve(name, module, ("layer",) + _OBJECT_KINDS, ctx,
                               "the configuration")
     except ValueError:
         if name == config["class_name"]:
             raise
-        cls = _resolve(config["class_name"], None, ("layer",) + _OBJECT_KINDS,
+        cls = _resolve(config["class_name"], module, ("layer",) + _OBJECT_KINDS,
                               ctx, "the configuration")
     inner = config.get("config") or {}
     if not isinstance(inner, dict):

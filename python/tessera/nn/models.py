@@ -4,7 +4,8 @@ load_model and save_model."""
 import os
 
 from .model import Model, Sequential
-from .saving import clone_model, load_model, model_from_json
+from .json_config import model_from_json
+from .saving import clone_model, load_model
 
 __all__ = ["Model", "Sequential", "clone_model", "load_model", "model_from_json", "save_model"]
 

@@ -12,6 +12,8 @@ import inspect
 import re
 from collections.abc import MutableMapping
 
+import numpy as np
+
 from .. import optim as _optim
 from ..optim import StateVar
 from .layers.base import _auto_name
@@ -25,6 +27,14 @@ def _decay(weight_decay):
 # their defaults (a default is accepted; anything else is an error naming it)
 _NOT_SUPPORTED = {"loss_scale_factor": (None, "loss scaling (mixed precision)"),
                   "amsgrad": (False, "AMSGrad's maximum of the second moments")}
+
+
+# tessera_config's keys that Keras's get_config holds under its own names (or not at all)
+_TESSERA_KEYS = {"class", "learning_rate", "clipnorm", "weight_clipnorm", "clipvalue",
+                 "weight_decay", "decoupled", "epsilon_hat", "gradient_accumulation_steps",
+                 "use_ema", "ema_momentum", "ema_overwrite_frequency"}
+# Keras's optimizers whose weight_decay defaults to a number (the others' None: no decay)
+_DECAYING = {"AdamW", "Muon"}
 
 
 # Keras's common arguments these classes take (beyond clipping and name)
@@ -66,11 +76,49 @@ class KerasArguments:
         """Keras's global_clipnorm (tessera.optim's clipnorm)."""
         return self.clipnorm
 
+    def get_config(self) -> dict:
+        """Keras's config: the arguments common to every optimizer (clipnorm
+        per weight, global_clipnorm, ...), then this optimizer's own; the
+        learning rate as Keras's float32 variable holds it, a schedule as
+        Keras's serialized dict. (model.save writes tessera_config.)"""
+        own = self.tessera_config()
+        lr = own["learning_rate"]
+        if isinstance(lr, dict) and "class" in lr:
+            lr = {"module": "tessera.nn.optimizers.schedules", "class_name": lr["class"],
+                  "config": {k: v for k, v in lr.items() if k != "class"},
+                  "registered_name": None}
+        elif isinstance(lr, (int, float)):
+            lr = float(np.float32(lr))
+        decay = getattr(self, "weight_decay", None)
+        config = {"name": self.name, "learning_rate": lr,
+                  "weight_decay": decay if decay or type(self).__name__ in _DECAYING else None,
+                  "clipnorm": self.weight_clipnorm, "global_clipnorm": self.clipnorm,
+                  "clipvalue": self.clipvalue, "use_ema": self.use_ema,
+                  "ema_momentum": self.ema_momentum,
+                  "ema_overwrite_frequency": self.ema_overwrite_frequency,
+                  "loss_scale_factor": None,
+                  "gradient_accumulation_steps": getattr(self, "gradient_accumulation_steps",
+                                                         None)}
+        config.update((k, v) for k, v in own.items() if k not in _TESSERA_KEYS)
+        if "amsgrad" in inspect.signature(type(self).__init__).parameters:
+            config["amsgrad"] = bool(getattr(self, "amsgrad", False))
+        return config
+
+    def tessera_config(self) -> dict:
+        """tessera.optim's config of this optimizer ("class" and tessera's keys:
+        clipnorm the global one, weight_clipnorm Keras's clipnorm), which
+        model.save writes and from_config and get read too."""
+        return {**_optim.Optimizer.get_config(self), "name": self.name}
+
     @classmethod
     def from_config(cls, config):
-        """This class from a get_config dict (tessera's keys: clipnorm is
-        the global one, weight_clipnorm Keras's clipnorm)."""
+        """This class from a get_config dict: Keras's (get_config's), or
+        tessera's (tessera_config's, what model.save writes)."""
         config = dict(config)
+        if "class" not in config:
+            if "learning_rate" in config:
+                config["learning_rate"] = _optim._lr_from_config(config["learning_rate"])
+            return cls(**config)
         config.pop("class", None)
         if "learning_rate" in config:
             config["learning_rate"] = _optim._lr_from_config(config["learning_rate"])
@@ -174,6 +222,12 @@ _KERAS = {c.__name__.lower(): c for c in (SGD, Adam, AdamW, Adadelta, Adagrad, A
                                            ScheduleFreeAdamW)}
 
 
+def saved_config(optimizer) -> dict:
+    """The config model.save writes of an optimizer: tessera's (tessera_config)."""
+    own = getattr(optimizer, "tessera_config", None)
+    return own() if own is not None else optimizer.get_config()
+
+
 def get(identifier):
     """keras.optimizers.get: a name (Keras's optimizers, Keras's arguments),
     a config dict (Keras's serialized form; or tessera's get_config: the Keras
@@ -262,8 +316,8 @@ class OptimizerMap(MutableMapping):
         return self[variable.path]
 
     def get_config(self) -> dict:
-        return {"default_optimizer": self.default_optimizer.get_config(),
-                "optimizer_map": {k: v.get_config() for k, v in self._optimizer_map.items()}}
+        return {"default_optimizer": saved_config(self.default_optimizer),
+                "optimizer_map": {k: saved_config(v) for k, v in self._optimizer_map.items()}}
 
     @classmethod
     def from_config(cls, config):

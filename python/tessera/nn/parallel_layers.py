@@ -27,6 +27,7 @@ import numpy as np
 from .. import distributed
 from .layers import Conv1D, Conv2D, Conv3D, Embedding, MultiHeadAttention
 from .layers.base import _apply
+from .layers.keras_config import given_arguments
 from .parallel import _MIXING, _SplitLayer
 
 __all__ = ["ParallelMultiHeadAttention", "VocabParallelEmbedding", "ColumnParallelConv1D",
@@ -52,7 +53,7 @@ class _FromLayer:
         if not isinstance(layer, base) or isinstance(layer, _SplitLayer):
             raise TypeError(f"[{cls.kind}.from_layer] expects a tessera.nn.{base.kind}, got "
                             f"{type(layer).__name__}")
-        config = layer.get_config()
+        config = given_arguments(layer)  # (the arguments given, not Keras's every default)
         for k, v in config.items():
             if k.endswith("_regularizer") and v is not None:
                 raise ValueError(f"[{cls.kind}.from_layer] {base.kind} {layer.name!r} has a "

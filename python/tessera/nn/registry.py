@@ -136,6 +136,18 @@ def _registered(name: str):
     return None
 
 
+def registered_class(config):
+    """The user's class a Keras serialized dict names ({"class_name", "config",
+    "registered_name"}: registered, or in a custom_object_scope), else None."""
+    if not isinstance(config, dict) or "class_name" not in config:
+        return None
+    for name in (config.get("registered_name"), config["class_name"]):
+        found = _registered(name) if isinstance(name, str) and name else None
+        if isinstance(found, type):
+            return found
+    return None
+
+
 def named_class(name: str):
     """The class a file names, when it is a user's (_registered) or one of
     tessera's upper-layer classes (register_builtin); else None."""

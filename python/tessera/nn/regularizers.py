@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import _core
 from ._config import Configurable
+from .registry import registered_class
 
 __all__ = ["Regularizer", "L1", "L2", "L1L2", "OrthogonalRegularizer", "l1", "l2", "l1_l2",
            "orthogonal_regularizer", "get", "serialize",
@@ -146,6 +147,10 @@ def serialize(regularizer: Regularizer) -> dict:
 def deserialize(config) -> Regularizer:
     """The regularizer a ``get_config()`` dict (or Keras's ``{"class_name":
     ..., "config": {...}}``) describes."""
+    user = None if not isinstance(config, dict) or config.get("class_name") in _CLASSES else \
+        registered_class(config)  # (a user's class: registered, or in a custom_object_scope)
+    if user is not None:
+        return user.from_config(dict(config.get("config") or {}))
     config = dict(config)
     if "class_name" in config and "class" not in config:
         config = {"class": config["class_name"], **(config.get("config") or {})}

@@ -5,7 +5,6 @@ settings, optimizer state and training state. Loading never executes anything fr
 from __future__ import annotations
 
 import inspect
-import json
 import math
 import numbers
 import os
@@ -16,7 +15,9 @@ from .. import optim
 from . import initializers, layers, losses, metrics, parallel, parallel_layers, parallel_losses
 from . import constraints, metric_classes, optimizer_classes, output_nesting, regularizers
 from .functional import _deps, output_or_mask
-from .layers import WEIGHTS_IN_FILE, Layer
+from .graph_order import tensor_order
+from .layers import (WEIGHTS_IN_FILE, Layer, constructor_arguments, is_dtype_name,
+                     serialized_object_keys)
 from .metric_programs import _FunctionMetric
 from .saving_hooks import save_hooks
 from . import saving_hooks as hooks
@@ -32,7 +33,7 @@ from .weights_file import load_weights_into, read_file, save_file, set_weights_f
 
 __all__ = ["save_file", "read_file", "load_model", "register_keras_serializable",
            "get_custom_objects", "custom_object_scope", "CustomObjectScope",
-           "get_registered_name", "get_registered_object", "model_from_json", "clone_model",
+           "get_registered_name", "get_registered_object", "clone_model",
            "save_weights", "load_weights"]
 
 
@@ -51,8 +52,9 @@ _MAX_RANK_SHAPE = 32
 
 
 _BUILTIN = None
-_OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "optimizer", "metric",
-                 "loss", "cell")
+# (keras.optimizers' classes before tessera.optim's of the same names: a file's module picks)
+_OBJECT_KINDS = ("initializer", "regularizer", "constraint", "schedule", "keras_optimizer",
+                 "optimizer", "metric", "loss", "cell")
 
 
 def builtin_classes() -> dict:
@@ -81,6 +83,7 @@ def builtin_classes() -> dict:
             "regularizer": public((regularizers,), regularizers.Regularizer,
                                   (regularizers.Regularizer,)),
             "constraint": public((constraints,), constraints.Constraint, ()),
+            "keras_optimizer": public((optimizer_classes,), optim.Optimizer, ()),
             "optimizer": public((optim,), optim.Optimizer, (optim.Optimizer,)),
             "schedule": public((optim,), optim.LearningRateSchedule,
                                (optim.LearningRateSchedule,)),
@@ -249,6 +252,31 @@ def _decode(v, ctx: _Load, depth: int = 0):
     return v
 
 
+def _built_objects(config: dict, ctx: _Load) -> dict:
+    """A Keras config's serialized initializers, regularizers and constraints as
+    objects: a user's class from custom_objects or the registry, by its
+    registered name, else its class name (Keras's lookup)."""
+    config = dict(config)
+    for key in serialized_object_keys(config):
+        v = config[key]
+        module = v.get("module") if str(v.get("module")).startswith("tessera.") else None
+        name = v.get("registered_name")
+        if not (isinstance(name, str) and (name in ctx.custom or named_class(name))):
+            name = v["class_name"]
+        cls = _resolve(name, module, _OBJECT_KINDS, ctx, f"the argument {key}")
+        try:
+            config[key] = _construct(cls, v.get("config") or {}, ctx, f"the argument {key}")
+        except TypeError as e:
+            raise ctx.error(f"the argument {key}: {str(e)[:200]}") from None
+    for key in ("layer", "backward_layer"):  # a wrapper's layers, as Keras's dicts
+        v = config.get(key)
+        if isinstance(v, dict) and "class_name" in v:
+            module = v.get("module") if str(v.get("module")).startswith("tessera.") else None
+            config[key] = _layer_from({"class": v["class_name"], "module": module,
+                                       "config": v.get("config")}, ctx, decoded=True)
+    return config
+
+
 def _layer_config(layer, where):
     Model, Sequential = model_class("Model"), model_class("Sequential")
 
@@ -265,7 +293,7 @@ def _layer_config(layer, where):
     return out
 
 
-def _layer_from(cfg, ctx: _Load, depth: int = 0):
+def _layer_from(cfg, ctx: _Load, depth: int = 0, decoded: bool = False):
     _depth_check(ctx, depth)
     if not isinstance(cfg, dict) or "class" not in cfg:
         raise ctx.error("a layer configuration is malformed")
@@ -275,7 +303,7 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
     if cfg["class"] in ("Sequential", "Functional"):
         return _model_from(cfg.get("arch"), ctx, depth + 1)
     cls = _resolve(cfg["class"], cfg.get("module"), ("layer",), ctx, "a layer")
-    config = _decode(cfg.get("config", {}), ctx, depth + 1)
+    config = cfg["config"] if decoded else _decode(cfg.get("config", {}), ctx, depth + 1)
     if not isinstance(config, dict):
         raise ctx.error(f"the configuration of the layer {cfg['class']} is malformed")
     own = getattr(cls, "from_config", None)
@@ -283,6 +311,10 @@ def _layer_from(cfg, ctx: _Load, depth: int = 0):
             own.__func__ is not Layer.from_config.__func__:
         layer = own(config)  # the user's from_config (Keras's rule)
     else:
+        config = constructor_arguments(cls, _built_objects(config, ctx))  # (or an older file's)
+        if not is_dtype_name(config.get("dtype")):
+            raise ctx.error(f"the layer {cfg['class']} has the dtype "
+                            f"{str(config.get('dtype'))[:80]!r}, which names no dtype")
         _check_arguments(cls, config, ctx, f"the layer {cfg['class']}")
         try:
             layer = cls(**config)
@@ -317,23 +349,7 @@ def _architecture(model, where="save", objects=None) -> dict:
             "config": _encode(model.get_config(), where),
             "input_shapes": [list(t.shape[1:]) for t in model._inputs],
             "input_dtypes": [t.dtype for t in model._inputs]})
-    order, ids = [], {}
-    stack = [(t, False) for t in reversed(model._outputs)]
-    for t in model._inputs:
-        ids[t.id] = len(order)
-        order.append(t)
-    while stack:
-        t, ready = stack.pop()
-        if t.id in ids:
-            continue
-        if not ready:
-            stack.append((t, True))
-            for d in reversed(_deps(t)):
-                if d.id not in ids:
-                    stack.append((d, False))
-            continue
-        ids[t.id] = len(order)
-        order.append(t)
+    order, ids = tensor_order(model)
     layer_index, layers = {}, []
 
     def layer_ref(layer):
@@ -556,38 +572,6 @@ def model_from_config(arch, custom_objects=None, where="from_config", clone=None
             raise  # already says what and where
         raise ValueError(f"[{where}] the configuration is malformed ({type(e).__name__}: "
                          f"{str(e)[:200]})") from None
-
-
-def model_to_json(model, **kwargs) -> str:
-    """model.to_json(): the architecture as JSON text (json.dumps's keyword
-    arguments, such as indent, pass on)."""
-    Sequential = model_class("Sequential")
-
-    model._check_built("to_json")
-    arch = _architecture(model, "to_json")
-    kind = "Sequential" if isinstance(model, Sequential) else \
-        "Functional" if model._functional else type(model).__name__
-    return json.dumps({"class_name": kind, "config": arch, "format": "tessera.nn"}, **kwargs)
-
-
-MAX_JSON_CHARS = 1 << 26
-
-
-def model_from_json(json_string, custom_objects=None):
-    """The model (fresh weights) a to_json text describes (keras.models.model_from_json)."""
-    if not isinstance(json_string, (str, bytes)):
-        raise TypeError(f"[model_from_json] expected JSON text, got {type(json_string).__name__}")
-    if len(json_string) > MAX_JSON_CHARS:
-        raise ValueError(f"[model_from_json] the text has {len(json_string)} characters, past "
-                         f"the {MAX_JSON_CHARS} a model description may have")
-    try:
-        doc = json.loads(json_string)
-    except (ValueError, RecursionError) as e:
-        raise ValueError(f"[model_from_json] the text is not JSON ({str(e)[:200]})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
-        raise ValueError("[model_from_json] the JSON has no model \"config\" (not written by "
-                         "model.to_json?)")
-    return model_from_config(doc["config"], custom_objects, "model_from_json")
 
 
 def _user_classes(model) -> dict:
@@ -848,7 +832,7 @@ def _compile_config(model, where) -> dict:
     hook = model._compile_hook_config()  # get_compile_config's, when overridden
     if hook is not None:
         return {"hook": hook}
-    return {"optimizer": _encode(c.optimizer.get_config(), where),
+    return {"optimizer": _encode(optimizer_classes.saved_config(c.optimizer), where),
             "losses": [loss_cfg(l) for l in c.losses], "loss_weights": c.loss_weights,
             "metrics": [[metric_cfg(m) for m in ms] for ms in c.metrics],
             "weighted": [list(flags) for flags in c.weighted]}

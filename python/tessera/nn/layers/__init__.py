@@ -66,6 +66,8 @@ from .multi_head_attention import GroupQueryAttention, GroupedQueryAttention, Mu
 from .noise import (ActivityRegularization, AlphaDropout, GaussianDropout, GaussianNoise,
                     SpatialDropout1D, SpatialDropout2D, SpatialDropout3D)
 from .einsum_dense import EinsumDense
+from . import keras_config
+from .keras_config import constructor_arguments, is_dtype_name, serialized_object_keys
 from .normalization import (BatchNormalization, GroupNormalization, LayerNormalization,
                             Normalization, RMSNormalization, Rescaling, UnitNormalization)
 from .pooling import (AdaptiveAveragePooling1D, AdaptiveAveragePooling2D,
@@ -122,3 +124,6 @@ def deserialize(config, custom_objects=None):
                          "tessera's layers nor registered (pass custom_objects={"
                          f"{name!r}: ...}})")
     return cls.from_config(dict(config.get("config") or {}))
+
+
+keras_config.LAYER_FROM_DICT["deserialize"] = deserialize

@@ -17,7 +17,6 @@ from typing import Optional, Tuple
 import numpy as np
 
 from .. import constraints, initializers, regularizers
-from ..activations import builtin_name
 from .._config import SETTINGS
 from ..dtype_policies import layer_dtype, policy_of
 from ..functional import (apply_function, call_builtin, call_layer, claim_path,
@@ -25,6 +24,7 @@ from ..functional import (apply_function, call_builtin, call_layer, claim_path,
 from ..params import Param, value_spec
 from ..symbolic import NAME_COUNTS, keras_dtype, next_name, user_location
 from ..variables import Variable, add_loss_now, is_rewriting
+from .keras_config import constructor_arguments, given_arguments, keras_layer_config
 
 __all__ = ["Context", "Layer", "Param"]
 
@@ -821,37 +821,19 @@ class Layer:
     compute_mask._tessera_default = True  # (functional.own_compute_mask)
 
     def get_config(self) -> dict:
-        """The constructor arguments (for model.save), as given when the
-        layer was made, with its name."""
-        args, kwargs = getattr(self, "_init_args", ((), {}))
-        try:
-            bound = inspect.signature(type(self).__init__).bind(self, *args, **kwargs)
-        except TypeError:
-            bound = None
+        """Keras's config: for a built-in layer every constructor argument
+        (its default if not given), name, trainable and the dtype policy,
+        initializers and regularizers as Keras's dicts; for a user's layer the
+        arguments it was made with and its name (keras_config.py)."""
         if type(self).get_config is not Layer.get_config and builtin_base(type(self)) is None \
                 and not type(self).get_config.__module__.startswith("tessera."):
             # Keras: a user's layer writing its own get_config gets only the
             # base's entries from super().get_config() (it adds its arguments)
             return {"name": self.name, "trainable": self.trainable, "dtype": self.dtype}
-        config = {}
-        if bound is not None:
-            # the **keyword parameter, whatever its name (**kwargs, **kw)
-            var_kw = {q.name for q in bound.signature.parameters.values()
-                      if q.kind == q.VAR_KEYWORD}
-            for k, v in bound.arguments.items():
-                if k == "self":
-                    continue
-                if k in var_kw:
-                    config.update(v)
-                else:
-                    config[k] = v
-        # Keras's configs name a built-in activation given as a function (Conv2D(activation=
-        # keras.activations.swish) -> "silu"), so the model saves and loads
-        for key in ("activation", "recurrent_activation"):
-            if callable(config.get(key)) and builtin_name(config[key]) is not None:
-                config[key] = builtin_name(config[key])
-        config["name"] = self.name
-        return config
+        given = given_arguments(self)
+        if type(self).__module__.startswith("tessera."):
+            return keras_layer_config(self, given)
+        return given
 
     @classmethod
     def from_config(cls, config):
@@ -860,7 +842,7 @@ class Layer:
         if not isinstance(config, dict):
             raise TypeError(f"[{cls.__name__}.from_config] config must be a dict, got "
                             f"{type(config).__name__}")
-        return cls(**config)
+        return cls(**constructor_arguments(cls, config))
 
     def __call__(self, *args, **kwargs):
         if args:

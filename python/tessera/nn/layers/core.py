@@ -235,7 +235,9 @@ class InputLayer(Layer):
         return x
 
     def get_config(self) -> dict:
-        return {"batch_shape": tuple(self.batch_shape), "dtype": self.dtype, "name": self.name}
+        # Keras's keys (sparse, ragged and optional: the only values tessera takes)
+        return {"batch_shape": tuple(self.batch_shape), "dtype": self.dtype, "sparse": False,
+                "ragged": False, "name": self.name, "optional": False}
 
 
 class Dense(Layer):

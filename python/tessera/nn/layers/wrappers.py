@@ -19,6 +19,7 @@ from ..initializers import TruncatedNormal
 from ..params import Param
 from .base import Layer, _auto_name
 from .conv_lstm import _ConvLSTM
+from .keras_config import layer_dict
 from .recurrent import GRU, LSTM, SimpleRNN, _RNN
 from .rnn_states import check_state_shapes, split_states_call
 from .user_cells import UserCellLayer, is_user_cell
@@ -156,10 +157,16 @@ class Bidirectional(Layer):
             sub.zero_output_for_mask = sub.return_sequences  # as Keras forces it
 
     def get_config(self) -> dict:
+        """Keras's: both layers as Keras's dicts, named as the weights' paths
+        name them (forward_lstm, backward_lstm); the loaded model's backward
+        layer is this one, not a new copy."""
         config = super().get_config()
-        # Keras saves both layers: the loaded model's backward layer is this one
-        # (its cells' names, which its weights' paths hold), not a new copy
-        config["backward_layer"] = self.backward_layer
+        config.pop("weights", None)
+        for key, prefix, sub in (("layer", "forward_", self.forward_layer),
+                                 ("backward_layer", "backward_", self.backward_layer)):
+            config[key] = layer_dict(sub, self._sub_names[prefix])
+            if "zero_output_for_mask" in config[key]["config"]:  # (as the constructor set it)
+                config[key]["config"]["zero_output_for_mask"] = sub.zero_output_for_mask
         return config
 
     def split_call(self, inputs, *args, **kwargs):
@@ -266,6 +273,11 @@ class TimeDistributed(Layer):
         super().__init__(name, input_shape, **kwargs)
         self.layer = layer
         layer._weights_owner = (self, "")
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config["layer"] = layer_dict(self.layer)  # (Keras's dict of it)
+        return config
 
     def _weight_subpath(self, pname: str) -> str:
         return f"{self.layer.name}/{self.layer._weight_subpath(pname)}"

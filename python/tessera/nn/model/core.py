@@ -28,10 +28,11 @@ from ..functional import call_layer, clone_graph, graph_layers
 from ..layers import InputLayer, Layer
 from ..layers.base import _auto_name, _with_batch
 from ..random import default_seed
+from ..json_config import model_to_json
 from ..params import DeferredValues, initial_value, value_spec
 from ..programs import ProgramsMixin
 from ..registry import INTERNAL_MODEL_NAME, is_model
-from ..saving import (_architecture, load_weights_into, model_from_config, model_to_json,
+from ..saving import (_architecture, load_weights_into, model_from_config,
                       save_file, save_model)
 from ..step_overrides import overridden_step
 from ..tape_steps import adopt_sublayers, uses_tape_steps

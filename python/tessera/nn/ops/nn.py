@@ -26,6 +26,9 @@ def _export(fn):
 # ------------------------------------------------------------ activations
 @_export
 def relu(x):
+    x = tensor(x)
+    if dtype_of(x).startswith(("int", "uint")):  # Keras's relu keeps an integer dtype
+        return knp.maximum(x, 0)
     return prim("relu", floating(x))
 
 

@@ -15,8 +15,10 @@ __all__ = ["SGD", "Adadelta", "Adafactor", "Adamax", "Ftrl", "Lion", "Adagrad", 
 
 
 def serialize(optimizer) -> dict:
-    """The optimizer's config (keras.optimizers.serialize)."""
-    return optimizer.get_config()
+    """Keras's serialized form of the optimizer (keras.optimizers.serialize):
+    {"module", "class_name", "config": get_config(), "registered_name"}."""
+    return {"module": "tessera.nn.optimizers", "class_name": type(optimizer).__name__,
+            "config": optimizer.get_config(), "registered_name": None}
 
 
 def deserialize(config):
