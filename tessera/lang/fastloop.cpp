@@ -437,6 +437,17 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
       if (!compile(l->items_[i].get(), out.kids[i])) return false;
     return true;
   }
+  if (auto* d = dynamic_cast<const DictNode*>(n)) {
+    // {k: v, ...}: a new dict (a fresh one at every evaluation).
+    out.op = Op::NewDict;
+    out.kids.resize(2 * d->keys_.size());
+    for (size_t i = 0; i < d->keys_.size(); ++i) {
+      if (!compile(d->keys_[i].get(), out.kids[2 * i]) ||
+          !compile(d->values_[i].get(), out.kids[2 * i + 1]))
+        return false;
+    }
+    return true;
+  }
   if (auto* l = dynamic_cast<const ListNode*>(n); l && l->tuple_ && !l->as_array_) {
     // (a, b): its items in registers of their own (lower_tuples).
     out.op = Op::MakeTuple;
@@ -1009,6 +1020,7 @@ Reg FastLoop::Impl::getitem_general(const FNode& n, const Reg& x, const Reg* idx
 
 Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   Reg x = eval(n.kids[0], st);
+  if (x.k == Reg::Obj && is_nested_write(n)) return nested_setitem(n, x, st);
   Reg v = eval(n.kids[1], st);
   const size_t nidx = n.kids.size() - 2;
   if (x.k == Reg::Obj) return object_setitem(n, x, v, st);
@@ -1098,6 +1110,85 @@ bool FastLoop::Impl::element_index(const FNode& n, const State& st, const Reg& x
   return true;
 }
 
+// Item k of the list at object slot `slot`, the list made this run's own
+// (its whole value before logged once per checkpoint, so a roll-back puts
+// it back with the items it held then); a bail for what the general path
+// reports (an index that is not an int, out of range).
+Value& FastLoop::Impl::own_list_item(int32_t slot, const Reg& k, State& st) {
+  const auto o = static_cast<size_t>(slot);
+  if (!k.int_payload()) throw BAIL;
+  Value& held = st.objects[o];
+  const auto len = static_cast<int64_t>(held.as_list().size());
+  const int64_t j = k.i < 0 ? k.i + len : k.i;
+  if (j < 0 || j >= len) throw BAIL;  // the general path's IndexError
+  const bool fresh = st.object_epoch[o] == st.epoch && held.unique_list();
+  if (!fresh && std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(), slot) ==
+                    st.snapshot_lists.end()) {
+    // Its whole value now goes back on a roll-back (after the appends'
+    // cut, newest first: the items written since are undone too).
+    st.list_undo.push_back({slot, -2, held});
+    st.snapshot_lists.push_back(slot);
+    if (st.object_logged[o] != st.epoch) {
+      st.object_logged[o] = st.epoch;
+      st.logged_objects.push_back(slot);
+    }
+  }
+  List* items = held.unique_list();
+  if (!items) {
+    held = Value(List(held.as_list()));
+    items = held.unique_list();
+  }
+  return (*items)[static_cast<size_t>(j)];
+}
+
+// The dict at object slot `slot`, made this run's own before `key` is
+// written: changed in place, as a list's append: made since the checkpoint
+// (a roll-back drops it), or with its changes since logged as its length
+// then (the keys added since are cut) and the value before of each key it
+// had that is written; a dict held elsewhere too (the frame's variable) is
+// copied once, the one before kept whole.
+Dict& FastLoop::Impl::own_dict(int32_t slot, const Value& key, State& st) {
+  const auto o = static_cast<size_t>(slot);
+  Value& held = st.objects[o];
+  Dict* d = held.unique_dict();
+  const bool fresh = d && st.object_epoch[o] == st.epoch;
+  const bool whole_kept = std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(), slot) !=
+                          st.snapshot_lists.end();
+  if (!d || (!fresh && !whole_kept)) {
+    if (st.object_logged[o] != st.epoch) {
+      st.object_logged[o] = st.epoch;
+      st.logged_objects.push_back(slot);
+      if (d) st.list_undo.push_back({slot, static_cast<int64_t>(d->items.size()), Value()});
+    }
+    if (!d) {
+      st.list_undo.push_back({slot, -2, held});
+      st.snapshot_lists.push_back(slot);
+      held = Value(Dict(held.as_dict()));
+      d = held.unique_dict();
+    } else if (const Value* old = d->find(key)) {
+      // Its position: items are pairs, `old` the second of one of them.
+      const auto pos = static_cast<int64_t>(
+          (reinterpret_cast<const char*>(old) -
+           reinterpret_cast<const char*>(&d->items.front().second)) /
+          static_cast<std::ptrdiff_t>(sizeof(d->items.front())));
+      st.list_undo.push_back({slot, State::kDictItemUndo - pos, *old});
+    }
+  }
+  return *d;
+}
+
+// A dict key from register k as the general path makes it (a bail for any
+// other kind of key, and for what it reports).
+Value FastLoop::Impl::dict_key(const Reg& k, const char* op, State& st) {
+  if (!k.scalar() && !(k.k == Reg::Obj && st.objects[static_cast<size_t>(k.a)].is_string()))
+    throw BAIL;
+  try {
+    return python_dict_key(to_value(k, st), op);
+  } catch (...) {
+    throw BAIL;  // the general path raises it at the user's line
+  }
+}
+
 Reg FastLoop::Impl::object_setitem(const FNode& n, const Reg& x, const Reg& v,
                                    State& st) const {
   const auto o = static_cast<size_t>(x.a);
@@ -1113,75 +1204,101 @@ Reg FastLoop::Impl::object_setitem(const FNode& n, const Reg& x, const Reg& v,
   }
   const Reg k = eval(n.kids[2], st);
   if (is_list) {
-    if (!k.int_payload()) throw BAIL;
     Value item = to_value(v, st);
-    Value& held = st.objects[o];
-    const auto len = static_cast<int64_t>(held.as_list().size());
-    const int64_t j = k.i < 0 ? k.i + len : k.i;
-    if (j < 0 || j >= len) throw BAIL;  // the general path's IndexError
-    const bool fresh = st.object_epoch[o] == st.epoch && held.unique_list();
-    if (!fresh && std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(), x.a) ==
-                      st.snapshot_lists.end()) {
-      // Its whole value now goes back on a roll-back (after the appends'
-      // cut, newest first: the items written since are undone too).
-      st.list_undo.push_back({x.a, -2, held});
-      st.snapshot_lists.push_back(x.a);
-      if (st.object_logged[o] != st.epoch) {
-        st.object_logged[o] = st.epoch;
-        st.logged_objects.push_back(x.a);
-      }
-    }
-    List* items = held.unique_list();
-    if (!items) {
-      held = Value(List(held.as_list()));
-      items = held.unique_list();
-    }
-    (*items)[static_cast<size_t>(j)] = std::move(item);
+    own_list_item(x.a, k, st) = std::move(item);
     ++st.inline_ops;
     return x;
   }
-  if (!k.scalar() && !(k.k == Reg::Obj && st.objects[static_cast<size_t>(k.a)].is_string()))
-    throw BAIL;
-  Value key;
-  try {
-    key = python_dict_key(to_value(k, st), "setitem");
-  } catch (...) {
-    throw BAIL;  // the general path raises it at the user's line
-  }
+  Value key = dict_key(k, "setitem", st);
   Value item = to_value(v, st);
-  Value& held = st.objects[o];
-  Dict* d = held.unique_dict();
-  // Changed in place, as a list's append: made since the checkpoint (a
-  // roll-back drops it), or with its changes since logged as its length
-  // then (the keys added since are cut) and the value before of each key
-  // it had that is written; a dict held elsewhere too (the frame's
-  // variable) is copied once, the one before kept whole.
-  const bool fresh = d && st.object_epoch[o] == st.epoch;
-  const bool whole_kept = std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(), x.a) !=
-                          st.snapshot_lists.end();
-  if (!d || (!fresh && !whole_kept)) {
-    if (st.object_logged[o] != st.epoch) {
-      st.object_logged[o] = st.epoch;
-      st.logged_objects.push_back(x.a);
-      if (d) st.list_undo.push_back({x.a, static_cast<int64_t>(d->items.size()), Value()});
-    }
-    if (!d) {
-      st.list_undo.push_back({x.a, -2, held});
-      st.snapshot_lists.push_back(x.a);
-      held = Value(Dict(held.as_dict()));
-      d = held.unique_dict();
-    } else if (const Value* old = d->find(key)) {
-      // Its position: items are pairs, `old` the second of one of them.
-      const auto pos = static_cast<int64_t>(
-          (reinterpret_cast<const char*>(old) -
-           reinterpret_cast<const char*>(&d->items.front().second)) /
-          static_cast<std::ptrdiff_t>(sizeof(d->items.front())));
-      st.list_undo.push_back({x.a, State::kDictItemUndo - pos, *old});
-    }
-  }
-  d->set(std::move(key), std::move(item));
+  own_dict(x.a, key, st).set(std::move(key), std::move(item));
   ++st.inline_ops;
   return x;
+}
+
+// `c[i][j] = v` (`c = setitem(c, setitem(c[i], v, j), i)`, the same i) of a
+// list or dict c in an object register whose item c[i] is a list or dict:
+// the item changed in place in c, made c's own first (c logged as above;
+// an item shared with what was logged, or with anything else, is copied
+// before it changes, so a roll-back finds the one before). Before, the
+// inner setitem left the loop to the general path, which copied the item
+// (a row of a dynamic-programming table) at every write.
+Reg FastLoop::Impl::nested_setitem(const FNode& n, const Reg& x, State& st) const {
+  const FNode& inner = n.kids[1];
+  const auto o = static_cast<size_t>(x.a);
+  const bool is_list = st.objects[o].is_list() && !st.objects[o].is_tuple();
+  if (!is_list && !st.objects[o].is_dict()) throw BAIL;
+  for (size_t r = 0; r < st.regs.size(); ++r) {
+    if (static_cast<int>(r) != n.kids[0].reg && st.regs[r].k == Reg::Obj && st.regs[r].a == x.a)
+      throw BAIL;
+  }
+  const Reg v = eval(inner.kids[1], st);  // Python's order: the value, then the targets
+  if (v.k == Reg::Undef) throw BAIL;
+  const Reg ki = eval(n.kids[2], st);
+  const Reg kj = eval(inner.kids[2], st);
+  Value* item;
+  if (is_list) {
+    item = &own_list_item(x.a, ki, st);
+  } else {
+    const Value key = dict_key(ki, "getitem", st);
+    if (!st.objects[o].as_dict().find(key)) throw BAIL;  // the general path's KeyError
+    Dict& d = own_dict(x.a, key, st);
+    item = const_cast<Value*>(d.find(key));
+  }
+  if (item->is_list() && !item->is_tuple()) {
+    if (!kj.int_payload()) throw BAIL;
+    const auto len = static_cast<int64_t>(item->as_list().size());
+    const int64_t j = kj.i < 0 ? kj.i + len : kj.i;
+    if (j < 0 || j >= len) throw BAIL;
+    List* row = item->unique_list();
+    if (!row) {
+      *item = Value(List(item->as_list()));
+      row = item->unique_list();
+    }
+    (*row)[static_cast<size_t>(j)] = to_value(v, st);
+  } else if (item->is_dict()) {
+    Value key = dict_key(kj, "setitem", st);
+    Dict* row = item->unique_dict();
+    if (!row) {
+      *item = Value(Dict(item->as_dict()));
+      row = item->unique_dict();
+    }
+    row->set(std::move(key), to_value(v, st));
+  } else {
+    throw BAIL;  // an array, a tuple (its TypeError), a string: the general path's
+  }
+  ++st.counts[inner.counter];
+  ++st.counts[inner.kids[0].counter];
+  st.inline_ops += 2;
+  return x;
+}
+
+// The write `nested_setitem` takes: `c = setitem(c, setitem(getitem(c, i), v, j), i)`.
+bool FastLoop::Impl::is_nested_write(const FNode& n) {
+  if (!n.in_place || n.kids.size() != 3 || n.kids[1].op != Op::SetItem) return false;
+  const FNode& inner = n.kids[1];
+  if (inner.kids.size() != 3 || inner.kids[0].op != Op::GetItem) return false;
+  const FNode& read = inner.kids[0];
+  return read.kids.size() == 2 && read.kids[0].op == Op::Var && read.kids[0].reg == n.kids[0].reg &&
+         same_pure(read.kids[1], n.kids[2]) && inner.counter >= 0 && read.counter >= 0;
+}
+
+bool FastLoop::Impl::same_pure(const FNode& a, const FNode& b) {
+  if (a.op != b.op || a.kids.size() != b.kids.size()) return false;
+  switch (a.op) {
+    case Op::Var:
+      return a.reg == b.reg;
+    case Op::Const:
+      return (a.constant.k == Reg::PyInt || a.constant.k == Reg::NpInt) &&
+             a.constant.k == b.constant.k && a.constant.i == b.constant.i;
+    case Op::Binary:
+      if (a.fast != b.fast || a.spec != b.spec) return false;
+      for (size_t k = 0; k < a.kids.size(); ++k)
+        if (!same_pure(a.kids[k], b.kids[k])) return false;
+      return true;
+    default:
+      return false;
+  }
 }
 
 Reg FastLoop::Impl::new_list(const FNode& n, State& st) const {
@@ -1197,6 +1314,23 @@ Reg FastLoop::Impl::new_list(const FNode& n, State& st) const {
   r.i = 0;
   r.a = place_object(Value(std::move(items)), st);
   ++st.made;  // a sweep between turns releases the lists let go of
+  return r;
+}
+
+Reg FastLoop::Impl::new_dict(const FNode& n, State& st) const {
+  Dict d;
+  for (size_t i = 0; i + 1 < n.kids.size(); i += 2) {
+    const Reg k = eval(n.kids[i], st);
+    const Reg v = eval(n.kids[i + 1], st);
+    if (k.k == Reg::Undef || v.k == Reg::Undef) throw BAIL;
+    Value key = dict_key(k, "dict", st);
+    d.set(std::move(key), to_value(v, st));
+  }
+  Reg r;
+  r.k = Reg::Obj;
+  r.i = 0;
+  r.a = place_object(Value(std::move(d)), st);
+  ++st.made;  // a sweep between turns releases the dicts let go of
   return r;
 }
 
@@ -1612,6 +1746,8 @@ Reg FastLoop::Impl::rest(const FNode& n, State& st) const {
       return call(n, st);
     case Op::NewList:
       return new_list(n, st);
+    case Op::NewDict:
+      return new_dict(n, st);
     case Op::Append: {
       Reg r = append(n, st);
       ++st.counts[n.counter];
@@ -2118,9 +2254,9 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     } catch (const Bail& b) {
       if (debug()) {
         std::fprintf(stderr,
-                     "[fast loops] rolled back to the last checkpoint (fastloop.cpp:%d); the loop "
-                     "goes on in the general evaluation\n",
-                     b.line);
+                     "[fast loops] %s: rolled back to the last checkpoint (fastloop.cpp:%d); the "
+                     "loop goes on in the general evaluation\n",
+                     im.where.c_str(), b.line);
       }
       im.rollback(st, objects_before);
       last = saved_last;

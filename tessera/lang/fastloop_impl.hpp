@@ -137,6 +137,8 @@ enum class Op : uint8_t {
   MakeTuple,
   // `[]`, `[a, b]`, `list()`: a new list, held as an object.
   NewList,
+  // `{}`, `{k: v, ...}`: a new dict (kids: key, value, key, value, ...).
+  NewDict,
   // xs = append(xs, v) (`xs.append(v)`): v appended to the list in `reg`
   // in place (a shared list copied first), logged for a roll-back.
   Append
@@ -447,6 +449,14 @@ struct FastLoop::Impl {
   // d[k] = v and xs[i] = v (`n` in place) on the dict or list in register
   // `x`: the general path's key rules, changed in place (a dict copied once
   // a checkpoint, a list's value before logged once a checkpoint).
+  Reg new_dict(const FNode& n, State& st) const;
+  static Value& own_list_item(int32_t slot, const Reg& k, State& st);
+  static Dict& own_dict(int32_t slot, const Value& key, State& st);
+  static Value dict_key(const Reg& k, const char* op, State& st);
+  __attribute__((noinline)) Reg nested_setitem(const FNode& n, const Reg& x, State& st) const;
+  static bool is_nested_write(const FNode& n);
+  // The same expression read twice (variables, int constants, arithmetic).
+  static bool same_pure(const FNode& a, const FNode& b);
   __attribute__((noinline)) Reg object_setitem(const FNode& n, const Reg& x, const Reg& v,
                                                State& st) const;
   // True when every index operand of setitem `n` is an int expression that

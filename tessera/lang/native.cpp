@@ -2101,6 +2101,8 @@ struct Gen {
         return call(n);
       case Op::NewList:
         return new_list(n);
+      case Op::NewDict:
+        throw Refuse{"a dict made in the loop"};
       case Op::Append:
         return append(n);
       case Op::Uniform: {
@@ -4060,25 +4062,7 @@ class ChainFlattener {
     if (g.op != Op::GetItem || g.kids.empty()) return -1;
     return dims_of_var(g.kids[0]);
   }
-  // The same expression (an index read twice: pure variables, constants
-  // and arithmetic).
-  static bool same(const FNode& a, const FNode& b) {
-    if (a.op != b.op || a.kids.size() != b.kids.size()) return false;
-    switch (a.op) {
-      case Op::Var:
-        return a.reg == b.reg;
-      case Op::Const:
-        return (a.constant.k == Reg::PyInt || a.constant.k == Reg::NpInt) &&
-               a.constant.k == b.constant.k && a.constant.i == b.constant.i;
-      case Op::Binary:
-        if (a.fast != b.fast || a.spec != b.spec) return false;
-        for (size_t k = 0; k < a.kids.size(); ++k)
-          if (!same(a.kids[k], b.kids[k])) return false;
-        return true;
-      default:
-        return false;
-    }
-  }
+  static bool same(const FNode& a, const FNode& b) { return FastLoop::Impl::same_pure(a, b); }
   const std::vector<Reg>& regs_;
   const std::vector<ArrEntry>& arrays_;
 };

@@ -185,8 +185,9 @@ void walk(const FNode& n, std::vector<char>& defined, BodyFacts& f, int depth,
       if (f.refuse.empty()) f.refuse = "a branch runs in the general evaluation when taken";
       return;
     case Op::NewList:
+    case Op::NewDict:
     case Op::Append:
-      // Lists live in the interpreter's one table of objects.
+      // Lists and dicts live in the interpreter's one table of objects.
       if (f.refuse.empty()) f.refuse = "the body builds lists";
       return;
     case Op::Call:

@@ -358,6 +358,7 @@ class DictNode : public Node {
   std::vector<const Node*> children() const override;
 
  private:
+  friend class FastLoop;
   std::vector<NodePtr> keys_, values_;
 };
 
