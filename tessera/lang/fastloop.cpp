@@ -694,6 +694,7 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
 }
 
 int32_t FastLoop::Impl::place_object(Value v, State& st) {
+  ++st.made;  // a sweep between turns releases the objects let go of
   if (!st.free_objects.empty()) {
     const int32_t i = st.free_objects.back();
     st.free_objects.pop_back();
@@ -945,7 +946,50 @@ Reg FastLoop::Impl::binary_general(const FNode& n, const Reg& a, const Reg& b, S
 }
 
 Reg FastLoop::Impl::getitem(const FNode& n, State& st) const {
-  Reg x = eval(n.kids[0], st);
+  if (n.kids.size() == 2 && n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2)
+    return nested_getitem(n, st);
+  return getitem_of(n, eval(n.kids[0], st), st);
+}
+
+// c[i][j] with c a list (or tuple) in an object register: its item c[i] read
+// in place, not placed as an object of its own at every read (a table's
+// row: `d[i - 1][j] + 1` filled the table of objects in a few hundred turns).
+Reg FastLoop::Impl::nested_getitem(const FNode& n, State& st) const {
+  const FNode& in = n.kids[0];
+  const Reg c = eval(in.kids[0], st);
+  if (c.k != Reg::Obj) {
+    const Reg x = getitem_of(in, c, st);
+    ++st.counts[in.counter];
+    return getitem_of(n, x, st);
+  }
+  const Reg i = eval(in.kids[1], st);
+  const Value& cv = st.objects[static_cast<size_t>(c.a)];
+  if (!cv.is_list() || !i.int_payload()) {
+    const Reg x = getitem_general(in, c, &i, 1, st);
+    ++st.counts[in.counter];
+    return getitem_of(n, x, st);
+  }
+  const List& items = cv.as_list();
+  const auto len = static_cast<int64_t>(items.size());
+  const int64_t j = i.i < 0 ? i.i + len : i.i;
+  if (j < 0 || j >= len) throw BAIL;  // the IndexError is the general path's
+  const Value& row = items[static_cast<size_t>(j)];
+  ++st.counts[in.counter];
+  if (row.is_list()) {
+    const Reg k = eval(n.kids[1], st);
+    if (k.int_payload()) {
+      const List& r = row.as_list();
+      const auto rlen = static_cast<int64_t>(r.size());
+      const int64_t kk = k.i < 0 ? k.i + rlen : k.i;
+      if (kk < 0 || kk >= rlen) throw BAIL;
+      return to_reg(r[static_cast<size_t>(kk)], st);
+    }
+    return getitem_general(n, to_reg(row, st), &k, 1, st);
+  }
+  return getitem_of(n, to_reg(row, st), st);
+}
+
+Reg FastLoop::Impl::getitem_of(const FNode& n, const Reg& x, State& st) const {
   const size_t nidx = n.kids.size() - 1;
   Reg idx[kMaxDims];
   size_t done = 0;  // index operands evaluated into idx

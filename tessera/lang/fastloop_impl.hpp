@@ -443,6 +443,8 @@ struct FastLoop::Impl {
   __attribute__((noinline)) Reg logic(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg rest(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg getitem(const FNode& n, State& st) const;
+  Reg nested_getitem(const FNode& n, State& st) const;
+  Reg getitem_of(const FNode& n, const Reg& x, State& st) const;
   __attribute__((noinline)) Reg getitem_general(const FNode& n, const Reg& x, const Reg* idx,
                                                 size_t done, State& st) const;
   __attribute__((noinline)) Reg setitem(const FNode& n, State& st) const;

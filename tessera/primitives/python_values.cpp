@@ -354,6 +354,21 @@ Value sequence_getitem(const Value& container, const List& indices, const char* 
     throw TypeError(error_message("[", op, "] ", name, " indices must be integers",
                                   is_str ? "" : " or slices", ", not ", got));
   }
+  if (is_str && as_index(indices[0])) {
+    // s[i] of an ASCII string: its byte, without splitting the whole string
+    // into characters at every read (a loop over s[i] was quadratic).
+    const std::string& text = container.as_string();
+    if (std::all_of(text.begin(), text.end(),
+                    [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+      const int64_t n = static_cast<int64_t>(text.size());
+      const int64_t i = *as_index(indices[0]);
+      if (i < -n || i >= n) {
+        throw std::out_of_range(error_message("[", op, "] ", name, " index ", i,
+                                              " out of range (length ", n, ")"));
+      }
+      return Value(std::string(1, text[static_cast<size_t>(i < 0 ? i + n : i)]));
+    }
+  }
   std::vector<std::string> chars;
   if (is_str) chars = utf8_chars(container.as_string());
   const List* items = is_str ? nullptr : &container.as_list();

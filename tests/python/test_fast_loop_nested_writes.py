@@ -104,7 +104,19 @@ def row_aliased(n):
     return total, t[0][1] + t[1][1]
 
 
-CASES = [(levenshtein, ("kitten sitting on the mat", "sitting kitten at the mall")),
+def char_counts(text):
+    # s[i] of ASCII and non-ASCII strings (an ASCII string's byte is its
+    # character; others are split into characters as Python's).
+    counts = {}
+    for i in range(len(text)):
+        c = text[i]
+        counts[c] = counts.get(c, 0) + 1
+    return counts, text[-1], text[len(text) // 2]
+
+
+CASES = [(levenshtein, ("kitten sitting on the mat" * 6, "sitting kitten at the mall" * 6)),
+         (char_counts, ("the quick brown fox " * 20,)),
+         (char_counts, ("héllo wörld, ça va? ñ " * 5,)),
          (knapsack, ([3, 4, 5, 9, 4, 2, 7], [3, 4, 4, 10, 4, 1, 8], 40)),
          (pair_counts, ([1, 2, 1, 2, 3, 1, 2, 2, 2, 3, 3, 1] * 20,)),
          (buckets, (list(range(300)), 7)),
@@ -137,7 +149,7 @@ def test_every_path_prints_the_same():
     # The loops writing items of items stay on the loop interpreter: no
     # roll-back to the general path (the loops building the tables, whose
     # appends of lists are the general path's, may).
-    for f in (levenshtein, knapsack, pair_counts, buckets, table_given, row_aliased):
+    for f in (levenshtein, knapsack, pair_counts, buckets, table_given, row_aliased, char_counts):
         body, first = inspect.getsourcelines(f)
         lines = [first + k for k, text in enumerate(body) if " for _ in " not in text]
         rolled = [ln for ln in log.splitlines() if "rolled back" in ln and any(
