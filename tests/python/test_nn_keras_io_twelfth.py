@@ -56,3 +56,87 @@ def test_build_without_a_shape_argument_on_arrays(keras):
         out = np.asarray(layer(np.ones((2, 3), "float32")))
         assert layer.built and out.shape == (2, 3)
         np.testing.assert_allclose(out, 1.0)
+
+
+# ------------------------- metric_learning: a train_step override fitted on x alone (no y)
+def _self_supervised(lib, tape):
+    """An autoencoder whose train_step reads x alone and scores it with the compiled loss
+    (metric_learning's step reads its labels from inside the step, as this one does)."""
+
+    class AutoEncoder(lib.Model):
+        def train_step(self, data):
+            if isinstance(data, tuple):
+                data = data[0]
+            with tape() as t:
+                y_pred = self(data, training=True)
+                loss = self.compiled_loss(data, y_pred)
+            grads = t.gradient(loss, self.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            self.compiled_metrics.update_state(data, y_pred)
+            return {m.name: m.result() for m in self.metrics}
+
+    inp = lib.Input((6,))
+    out = lib.layers.Dense(6)(lib.layers.Dense(3, activation="tanh")(inp))
+    return AutoEncoder(inp, out)
+
+
+def _plain_autoencoder(lib):
+    inp = lib.Input((6,))
+    return lib.Model(inp, lib.layers.Dense(6)(lib.layers.Dense(3, activation="tanh")(inp)))
+
+
+def test_train_step_override_fits_on_x_alone_as_keras(keras):
+    """fit(x) of a model whose train_step computes its loss from x alone, compiled with a
+    loss: Keras gives the step x (no labels needed); tessera asked for y ("the compiled loss
+    or metrics read them"). After 3 SGD steps from the same weights the weights are those of
+    Keras's compiled fit(x, x) of the same network (Keras's JAX backend cannot run the
+    TensorFlow tape the example's step takes)."""
+    x = RNG.normal(size=(24, 6)).astype("float32")
+    tm, km = _self_supervised(tn, tn.GradientTape), _plain_autoencoder(keras)
+    _same_weights(tm, km)
+    tm.compile(optimizer=tn.optimizers.SGD(0.1), loss="mse")
+    km.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    th = tm.fit(x, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    kh = km.fit(x, x, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(tm.get_weights(), km.get_weights()):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-5)
+    # Keras's TensorFlow shim updates the loss tracker (a Mean) with y_pred: "loss" logs the
+    # predictions' mean, not the loss (so here the epoch's mean of the 3 batches' outputs)
+    assert list(th.history) == ["loss"]
+    assert not np.isclose(th.history["loss"][0], kh.history["loss"][0], rtol=0.05)
+
+
+class _Pairs(tn.utils.Sequence):
+    """metric_learning's batches: one (2, classes, h, w) array of anchors and positives."""
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, idx):
+        return RNG.normal(size=(2, 3, 6)).astype("float32")
+
+
+def test_train_step_on_data_not_shaped_as_the_inputs_is_refused_by_name():
+    """metric_learning's step slices its batch into anchors and positives before calling the
+    model; tessera traces a train_step on the model's inputs, so such batches are refused
+    by name (they reached the model as a Conv2D's wrong-rank input)."""
+
+    class Embedding(tn.Model):
+        def train_step(self, data):
+            with tn.GradientTape() as tape:
+                a, p = self(data[0], training=True), self(data[1], training=True)
+                loss = self.compiled_loss(tn.ops.arange(3), tn.ops.einsum("ae,pe->ap", a, p))
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            return {"loss": loss}
+
+    inp = tn.Input((6,))
+    model = Embedding(inp, tn.layers.Dense(4)(inp))
+    model.compile(optimizer="adam",
+                  loss=tn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    with pytest.raises(NotImplementedError, match=r"\[fit\] Embedding.train_step is traced on "
+                                                  r"data shaped as the model's inputs \(6,\)"):
+        model.fit(_Pairs(), epochs=1, verbose=0)
+    with pytest.raises(ValueError, match=r"\[fit\] x has samples of shape \(3, 6\), but the "
+                                         r"model expects \(6,\)"):  # arrays: checked before
+        model.fit(RNG.normal(size=(4, 3, 6)).astype("float32"), epochs=1, verbose=0)
