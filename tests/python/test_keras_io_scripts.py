@@ -39,6 +39,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "pointnet", "real_nvp",
         "pretrained_word_embeddings", "reproducibility_recipes", "sequential_model", "serialization_and_saving",
         "siamese_contrastive", "stft",
+        "structured_data_classification_from_scratch",
         "structured_data_classification_with_feature_space", "subclassing_conv_layers",
         "subclassing_layers_models", "super_resolution_sub_pixel", "supervised_contrastive_learning", "swin_transformers", "tabtransformer",
         "text_classification_from_scratch", "text_classification_with_switch_transformer",

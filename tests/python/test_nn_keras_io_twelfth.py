@@ -140,3 +140,30 @@ def test_train_step_on_data_not_shaped_as_the_inputs_is_refused_by_name():
     with pytest.raises(ValueError, match=r"\[fit\] x has samples of shape \(3, 6\), but the "
                                          r"model expects \(6,\)"):  # arrays: checked before
         model.fit(RNG.normal(size=(4, 3, 6)).astype("float32"), epochs=1, verbose=0)
+
+
+# ------- structured_data_classification_from_scratch: a layer's output among a model's inputs
+def _cut_model(lib):
+    """A Normalization's output given to Model as an input (the example's numeric columns):
+    Keras takes it as a new input and cuts the graph there."""
+    norm = lib.layers.Normalization()
+    norm.adapt(np.array([[1.0], [3.0], [5.0]], "float32"))
+    a = lib.layers.Input(name="a", shape=(1,), dtype="float32")
+    c = lib.layers.Input(name="c", shape=(2,), dtype="int64")
+    inputs = {"a": norm(a), "c": c}
+    out = lib.layers.Dense(1)(lib.layers.concatenate([inputs["a"], c]))
+    return lib.Model(inputs, out)
+
+
+def test_a_layer_output_given_as_input_cuts_the_graph_as_keras(keras):
+    tm, km = _cut_model(tn), _cut_model(keras)
+    assert [type(l).__name__ for l in tm.layers] == [type(l).__name__ for l in km.layers]
+    assert len(tm.inputs) == len(km.inputs) == 2
+    assert [tuple(t.shape) for t in tm.inputs] == [tuple(t.shape) for t in km.inputs]
+    _same_weights(tm, km)
+    x = {"a": np.array([[5.0], [-2.0]], "float32"), "c": np.array([[1, 0], [0, 1]])}
+    got, want = tm.predict(x, verbose=0), np.asarray(km.predict(x, verbose=0))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # the raw value goes in: the normalization (mean 3, variance 8/3) is not applied
+    kernel, bias = tm.get_weights()
+    np.testing.assert_allclose(got[0, 0], 5.0 * kernel[0, 0] + kernel[1, 0] + bias[0], rtol=1e-5)
