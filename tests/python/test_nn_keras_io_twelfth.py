@@ -167,3 +167,21 @@ def test_a_layer_output_given_as_input_cuts_the_graph_as_keras(keras):
     # the raw value goes in: the normalization (mean 3, variance 8/3) is not applied
     kernel, bias = tm.get_weights()
     np.testing.assert_allclose(got[0, 0], 5.0 * kernel[0, 0] + kernel[1, 0] + bias[0], rtol=1e-5)
+
+
+@pytest.mark.parametrize("merge", ["concatenate", "add", "maximum"])
+def test_merging_int64_and_float32_computes_in_float32_as_keras(keras, merge):
+    """structured_data_classification_from_scratch concatenates int64 one-hot columns with
+    float32 ones: Keras's merge gives float32; tessera's computed in float64 (NumPy's
+    promotion) and predict returned float64."""
+
+    def model(lib):
+        a = lib.layers.Input(shape=(2,), dtype="float32")
+        f = lib.layers.Input(shape=(2,), dtype="int64")
+        return lib.Model([a, f], getattr(lib.layers, merge)([a, f]))
+
+    x = [np.array([[0.5, -1.25], [3.0, 2.0]], "float32"), np.array([[1, 0], [0, 7]])]
+    got = model(tn).predict(x, verbose=0)
+    want = np.asarray(model(keras).predict(x, verbose=0))
+    assert got.dtype == want.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
