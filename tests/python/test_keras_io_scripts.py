@@ -22,6 +22,8 @@ _spec.loader.exec_module(run_all)
 
 RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_mappings",
         "attention_mil_classification", "autoencoder", "captcha_ocr", "cct",
+        "classification_with_grn_and_vsn", "deep_neural_decision_forests",
+        "event_classification_for_payment_card_fraud_detection", "sklearn_metric_callbacks",
         "collaborative_filtering_movielens", "conditional_gan", "conv_lstm",
         "convmixer", "customizing_saving_and_serialization", "edsr", "dcgan_overriding_train_step", "eanet",
         "eeg_bci_ssvepformer", "eeg_signal_classification", "endpoint_layer_pattern", "functional_api",
@@ -37,6 +39,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "pointnet", "real_nvp",
         "pretrained_word_embeddings", "reproducibility_recipes", "sequential_model", "serialization_and_saving",
         "siamese_contrastive", "stft",
+        "structured_data_classification_from_scratch",
         "structured_data_classification_with_feature_space", "subclassing_conv_layers",
         "subclassing_layers_models", "super_resolution_sub_pixel", "supervised_contrastive_learning", "swin_transformers", "tabtransformer",
         "text_classification_from_scratch", "text_classification_with_switch_transformer",

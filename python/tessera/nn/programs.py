@@ -252,6 +252,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             if t.id in add_fused:
                 ctx.residual = w.expr(add_fused[t.id][0])
             ctx.input_shapes = [i.shape for i in ins]
+            ctx.input_dtypes = [i.dtype for i in ins]  # (a merge of mixed dtypes promotes)
             traced = layer._is_custom() and not getattr(t, "builtin", None)  # (super().call)
             ctx.input_masks = carried_mask_exprs(ins, w) if traced else None
             ctx.output_masks = getattr(t, "mask_outputs", None)  # (a nested model's)

@@ -40,6 +40,7 @@ from .variables import collecting_updates, tracing
 
 __all__ = ["overrides_compute_loss", "step_layers", "trace_compute_loss", "compiled_loss_tensor",
            "compiled_loss_value", "GradientTape", "trace_step", "step_trace_for",
+           "overridden_step", "refuse_unshaped_step_data",
            "StepOverridesMixin"]
 
 
@@ -516,6 +517,23 @@ def _step_metrics(model) -> list:
 
 def overridden_step(model, hook: str) -> bool:
     return _user_override(model, hook) is not None
+
+
+def refuse_unshaped_step_data(model, xs, where: str) -> None:
+    """A train_step/test_step override is traced on the model's own inputs as its data;
+    batches whose x is not shaped as those inputs (metric_learning's (2, classes, h, w, 3)
+    anchors and positives, embedded by `self(data[0])`) are refused by name."""
+    hook = {"fit": "train_step", "evaluate": "test_step"}.get(where)
+    if hook is None or not overridden_step(model, hook) or not model._inputs:
+        return
+    for a, t in zip(xs, model._inputs):
+        got, want = tuple(np.shape(a)[1:]), tuple(t.shape[1:])
+        if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want)):
+            raise NotImplementedError(
+                f"[{where}] {_user_override(model, hook).__name__}.{hook} is traced on data "
+                f"shaped as the model's inputs {want} a sample; the batches' x has {got} a "
+                f"sample (data the step slices or reshapes before calling the model is not "
+                f"supported yet)")
 
 
 def trace_step(model, hook: str, weighted: bool) -> StepTrace:

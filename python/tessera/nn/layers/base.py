@@ -918,8 +918,8 @@ def _wrap_build(cls):
 
     @functools.wraps(own)
     def build(self, *args, **kwargs):
-        shape = args[0] if args else kwargs.get("input_shape")
-        result = own(self, *args, **kwargs)
+        shape = args[0] if args else kwargs.get("input_shape")  # `build(self)`: Keras passes none
+        result = own(self, *args, **kwargs) if len(inspect.signature(own).parameters) > 1 else own(self)
         if shape is not None:
             self.__dict__.setdefault("_build_input_shape", shape)
         self.built = True

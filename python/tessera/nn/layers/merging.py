@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..ops._base import lattice_bound
 from .base import Layer
 
 __all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate", "Dot",
@@ -17,6 +18,16 @@ def _fold(fn: str, xs) -> str:
     for x in xs[1:]:
         out = f"{fn}({out}, {x})"
     return out
+
+
+def _promoted(xs, ctx) -> list:
+    """The inputs cast to the dtype Keras's merge gives mixed dtypes (int64 and float32 make
+    float32, where NumPy's promotion would compute in float64)."""
+    dtypes = getattr(ctx, "input_dtypes", None)
+    if not dtypes or len(dtypes) != len(xs) or len(set(dtypes)) == 1:
+        return list(xs)
+    common = lattice_bound({str(d) for d in dtypes})
+    return [x if d == common else f"astype({x}, \"{common}\")" for x, d in zip(xs, dtypes)]
 
 
 class _Merge(Layer):
@@ -64,6 +75,7 @@ class Add(_Merge):
     kind = "Add"
 
     def forward(self, xs, p, ctx):
+        xs = _promoted(xs, ctx)
         return " + ".join(f"({x})" for x in xs)
 
 
@@ -74,6 +86,7 @@ class Subtract(_Merge):
     max_inputs = 2
 
     def forward(self, xs, p, ctx):
+        xs = _promoted(xs, ctx)
         return f"({xs[0]}) - ({xs[1]})"
 
 
@@ -83,6 +96,7 @@ class Multiply(_Merge):
     kind = "Multiply"
 
     def forward(self, xs, p, ctx):
+        xs = _promoted(xs, ctx)
         return " * ".join(f"({x})" for x in xs)
 
 
@@ -92,6 +106,7 @@ class Average(_Merge):
     kind = "Average"
 
     def forward(self, xs, p, ctx):
+        xs = _promoted(xs, ctx)
         return f"({' + '.join(f'({x})' for x in xs)}) / {float(len(xs))!r}"
 
 
@@ -101,6 +116,7 @@ class Maximum(_Merge):
     kind = "Maximum"
 
     def forward(self, xs, p, ctx):
+        xs = _promoted(xs, ctx)
         return _fold("maximum", xs)
 
 
@@ -110,6 +126,7 @@ class Minimum(_Merge):
     kind = "Minimum"
 
     def forward(self, xs, p, ctx):
+        xs = _promoted(xs, ctx)
         return _fold("minimum", xs)
 
 
@@ -163,6 +180,7 @@ class Concatenate(_Merge):
         return np.any(np.concatenate(full, axis=self._axis), axis=-1)
 
     def forward(self, xs, p, ctx):
+        xs = _promoted(xs, ctx)
         return f"concatenate(list({', '.join(xs)}), axis={self._axis})"
 
 

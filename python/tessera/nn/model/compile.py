@@ -11,7 +11,8 @@ from .. import metrics as _metrics
 from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..registry import is_model
-from ..step_overrides import compiled_loss_tensor, compiled_loss_value, symbolic_args
+from ..step_overrides import (compiled_loss_tensor, compiled_loss_value, overridden_step,
+                              refuse_unshaped_step_data, symbolic_args)
 from ..string_inputs import apply_fronts, apply_group_fronts
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
@@ -269,7 +270,8 @@ class CompileMixin:
         gets placeholder labels it does not read."""
         self._compiled_for_outputs()
         c = self._compiled
-        if c is None or any(l is not None for l in c.losses) or c.has_metrics:
+        own_step = overridden_step(self, {"fit": "train_step", "evaluate": "test_step"}.get(where, ""))
+        if not own_step and (c is None or any(l is not None for l in c.losses) or c.has_metrics):
             raise ValueError(f"[{where}] y (the labels) is required with array inputs: the "
                              "compiled loss or metrics read them")
         ys = [np.zeros((n,) + tuple(1 if d is None else d for d in t.shape[1:]), np.float32)
@@ -296,6 +298,7 @@ class CompileMixin:
                 [np.asarray(x)]
             if where == "predict":
                 return xs
+            refuse_unshaped_step_data(self, xs, where)
             y = parts[1] if len(parts) > 1 else None
             if y is None:
                 ys = _as_list(self._no_labels(len(xs[0]), where))

@@ -37,7 +37,7 @@ from ..saving import (_architecture, load_weights_into, model_from_config,
 from ..step_overrides import overridden_step
 from ..tape_steps import adopt_sublayers, uses_tape_steps
 from ..string_inputs import split_fronts, split_group_fronts
-from ..symbolic import GraphWriter, KerasTensor, stand_in_input, user_location
+from ..symbolic import GraphWriter, Input, KerasTensor, stand_in_input, user_location
 from .. import tree as _tree
 from ..varlen import VarLenMixin
 from ..zero import ZeroMixin
@@ -82,6 +82,17 @@ class ModelWeights(list):
 
     def get(self, key, default=None):
         return self._arrays.get(key, default)
+
+def _cut_at_inputs(ins: list, outs: list):
+    """Keras's functional model given a layer's output among its inputs (the backend-agnostic
+    structured_data_classification_from_scratch's Normalization outputs): that tensor becomes
+    a new Input of its shape and dtype and the graph is cut there (the layers before it are
+    not the model's: its data goes in after them). The graph is recorded again on the new
+    inputs; the given Inputs stay."""
+    new_ins = [t if t.op == "input" else
+               Input(batch_shape=t.shape, dtype=t.dtype) for t in ins]
+    return new_ins, clone_graph(outs, ins, new_ins)
+
 
 class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxisMixin, ZeroMixin, ProgramsMixin,
             VarLenMixin, Layer):
@@ -197,6 +208,12 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         if isinstance(outputs, (list, tuple)) and any(_tree.is_nested(o) for o in outputs):
             self._output_tree, outputs = outputs, _tree.flatten(outputs)
         ins, outs = _as_list(inputs), _as_list(outputs)
+        if all(isinstance(t, KerasTensor) for t in ins + outs) and any(
+                t.op != "input" for t in ins):
+            ins, outs = _cut_at_inputs(ins, outs)
+            inputs = type(inputs)(ins) if isinstance(inputs, (list, tuple)) else ins[0]
+            if self._output_tree is None:
+                outputs = type(outputs)(outs) if isinstance(outputs, (list, tuple)) else outs[0]
         for t in ins:
             if not isinstance(t, KerasTensor) or t.op != "input":
                 raise TypeError(f"[{self.kind}] inputs must be made by nn.Input(...), got "

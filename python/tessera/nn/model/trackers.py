@@ -149,6 +149,28 @@ class TrackersMixin:
         outputs = self._output_loss_trackers() if self.__dict__.get("_metrics_held") else []
         return [loss] + ([compiled] if compiled is not None else []) + outputs
 
+    def compiled_loss(self, y, y_pred, sample_weight=None, regularization_losses=None):
+        """The shim Keras 3 keeps on its TensorFlow backend for Keras 2's train_steps
+        (`loss = self.compiled_loss(y, y_pred)`): compute_loss of (y, y_pred)."""
+        del regularization_losses  # (Keras's shim ignores them too)
+        return self.compute_loss(x=None, y=y, y_pred=y_pred, sample_weight=sample_weight)
+
+    @property
+    def compiled_metrics(self):
+        """Keras 3's TensorFlow-backend shim: `update_state(y, y_pred)` updates each of
+        model.metrics, as that shim does, a Mean (the loss tracker) with y_pred."""
+        model = self
+
+        class CompiledMetrics:
+            def update_state(self, y, y_pred, sample_weight=None):
+                for m in model.metrics:
+                    if isinstance(m, _metrics.Mean):
+                        m.update_state(y_pred, sample_weight=sample_weight)
+                    else:
+                        m.update_state(y, y_pred, sample_weight=sample_weight)
+
+        return CompiledMetrics()
+
     @property
     def metrics_names(self) -> list:
         """Keras 3's: the names of model.metrics ("loss", "compile_metrics")."""
