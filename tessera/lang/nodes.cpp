@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "tessera/core/recursion_error.hpp"
 #include "tessera/lang/native_calls.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/runtime/interrupt.hpp"
@@ -949,7 +950,7 @@ Future<Value> invoke_with(const Value& fn, std::vector<A> args, const SourceLoc&
     frame->set(k, *closure->defaults()[k]);
   }
   if (tl_call_depth >= kMaxCallDepth) {
-    return fail_with<std::runtime_error>(
+    return fail_with<RecursionError>(
         loc, error_message("[", code.name, "] maximum call depth of ", kMaxCallDepth,
                            " exceeded (unbounded recursion?)"));
   }
