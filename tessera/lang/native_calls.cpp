@@ -23,6 +23,7 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -81,30 +82,42 @@ bool nc_numpy_kind(NcKind k) {
 }
 bool nc_number(NcKind k) { return k != NcKind::None && !nc_is_array(k); }
 
-// What a call's native code shares with native_call: the status (first, as
-// the code's status pointer points here) and the undo log of its writes to
-// arrays, replayed backwards when the call bails, so that the general path
-// runs it again on the arrays as they were.
+// What a call's native code shares with native_call, as 64-bit words: the
+// status (word 0, where the code's status pointer points), then the undo log
+// of its writes to arrays (buffer, words used, capacity), three words a
+// write (address, old bytes, their size), replayed backwards when the call
+// bails so that the general path runs it again on the arrays as they were.
 struct NcContext {
   int32_t status = 0;
-  std::vector<std::pair<char*, uint64_t>> undo;  // (address, old bytes)
-  std::vector<uint8_t> sizes;
+  int32_t unused = 0;
+  int64_t* log = nullptr;
+  int64_t used = 0;
+  int64_t capacity = 0;
 };
 
-// Called by the code before each write to an array element.
-void nc_record_write(int32_t* ctx, char* address, int64_t bytes) {
+// The log's storage, of the thread the code runs on (native code never
+// runs inside native code: one call at a time per thread).
+std::vector<int64_t>& nc_log_storage() {
+  thread_local std::vector<int64_t> storage;
+  return storage;
+}
+
+// Called by the code when the log is full.
+void nc_grow_log(int32_t* ctx) {
   auto* c = reinterpret_cast<NcContext*>(ctx);
-  uint64_t old = 0;
-  std::memcpy(&old, address, static_cast<size_t>(bytes));
-  c->undo.emplace_back(address, old);
-  c->sizes.push_back(static_cast<uint8_t>(bytes));
+  std::vector<int64_t>& storage = nc_log_storage();
+  storage.resize(std::max<size_t>(1024, storage.size() * 2));
+  c->log = storage.data();
+  c->capacity = static_cast<int64_t>(storage.size());
 }
 
 void nc_undo(NcContext& c) {
-  for (size_t i = c.undo.size(); i-- > 0;)
-    std::memcpy(c.undo[i].first, &c.undo[i].second, c.sizes[i]);
-  c.undo.clear();
-  c.sizes.clear();
+  for (int64_t i = c.used - 3; i >= 0; i -= 3) {
+    const uint64_t old = static_cast<uint64_t>(c.log[i + 1]);
+    std::memcpy(reinterpret_cast<char*>(static_cast<uintptr_t>(c.log[i])), &old,
+                static_cast<size_t>(c.log[i + 2]));
+  }
+  c.used = 0;
 }
 
 bool nc_debug() { return native_debug() || fast_loops_debug(); }
@@ -246,7 +259,48 @@ class NcCompiler {
   // Word `i` of an array's descriptor: 0 the address of element (0, ...),
   // 1 writable, 2.. the shape, then the strides in bytes.
   llvm::Value* desc_word(NcVal a, int64_t i) {
-    return b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), a.v, i));
+    // Descriptors do not change during a call: loads LLVM may hoist past writes.
+    llvm::LoadInst* w =
+        b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), a.v, i));
+    w->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+    return w;
+  }
+
+  // Appends (address, old bytes, size) of the element at `at` to the undo log.
+  void log_write(llvm::Value* at, llvm::Type* elem, int64_t bytes) {
+    llvm::Function* fn = funcs[cur_].fn;
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Value* ctx = b_.CreateBitCast(fn->getArg(0), llvm::PointerType::getUnqual(i64));
+    llvm::Value* used_at = b_.CreateConstGEP1_64(i64, ctx, 2);
+    llvm::Value* used = b_.CreateLoad(i64, used_at);
+    llvm::Value* full = b_.CreateICmpSGT(b_.CreateAdd(used, b_.getInt64(3)),
+                                         b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, ctx, 3)));
+    auto* grow = llvm::BasicBlock::Create(ctx_, "grow", fn);
+    auto* room = llvm::BasicBlock::Create(ctx_, "room", fn);
+    b_.CreateCondBr(full, grow, room);
+    b_.SetInsertPoint(grow);
+    auto* i32p = llvm::PointerType::getUnqual(b_.getInt32Ty());
+    auto* grow_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32p}, false);
+    b_.CreateCall(grow_ty,
+                  b_.CreateIntToPtr(b_.getInt64(reinterpret_cast<uint64_t>(&nc_grow_log)),
+                                    llvm::PointerType::getUnqual(grow_ty)),
+                  {fn->getArg(0)});
+    b_.CreateBr(room);
+    b_.SetInsertPoint(room);
+    llvm::Value* log = b_.CreateIntToPtr(b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, ctx, 1)),
+                                         llvm::PointerType::getUnqual(i64));
+    llvm::Value* old = b_.CreateLoad(elem, at);
+    if (elem->isDoubleTy()) {
+      old = b_.CreateBitCast(old, i64);
+    } else if (elem->isFloatTy()) {
+      old = b_.CreateZExt(b_.CreateBitCast(old, b_.getInt32Ty()), i64);
+    } else if (!elem->isIntegerTy(64)) {
+      old = b_.CreateZExt(old, i64);
+    }
+    b_.CreateStore(b_.CreatePtrToInt(at, i64), b_.CreateGEP(i64, log, used));
+    b_.CreateStore(old, b_.CreateGEP(i64, log, b_.CreateAdd(used, b_.getInt64(1))));
+    b_.CreateStore(b_.getInt64(bytes), b_.CreateGEP(i64, log, b_.CreateAdd(used, b_.getInt64(2))));
+    b_.CreateStore(b_.CreateAdd(used, b_.getInt64(3)), used_at);
   }
 
   bool refuse(const Node* n, const std::string& what) {
@@ -685,16 +739,7 @@ class NcCompiler {
     bail_if(b_.CreateICmpEQ(desc_word(a, 1), b_.getInt64(0)));  // read-only: the general path's error
     llvm::Value* at = nullptr;
     if (!element_address(p, a, idx, at)) return false;
-    auto* i32p = llvm::PointerType::getUnqual(b_.getInt32Ty());
-    auto* i8p = llvm::PointerType::getUnqual(b_.getInt8Ty());
-    auto* record_ty =
-        llvm::FunctionType::get(b_.getVoidTy(), {i32p, i8p, b_.getInt64Ty()}, false);
-    llvm::Value* record = b_.CreateIntToPtr(
-        b_.getInt64(reinterpret_cast<uint64_t>(&nc_record_write)),
-        llvm::PointerType::getUnqual(record_ty));
-    const int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
-    b_.CreateCall(record_ty, record,
-                  {funcs[cur_].fn->getArg(0), b_.CreateBitCast(at, i8p), b_.getInt64(bytes)});
+    log_write(at, element_type(dt), static_cast<int64_t>(dtype_size(dtype)));
     b_.CreateStore(stored, at);
     return true;
   }
@@ -1302,9 +1347,10 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   }
   if (!compiled->entry || !nc_guards_hold(*compiled, closure)) return false;
   int64_t result = 0;
-  thread_local NcContext context;  // native code never runs inside native code
-  context.undo.clear();
-  context.sizes.clear();
+  NcContext context;
+  std::vector<int64_t>& storage = nc_log_storage();
+  context.log = storage.data();
+  context.capacity = static_cast<int64_t>(storage.size());
   if (compiled->entry(words, &result, &context.status) != 0) {
     nc_undo(context);  // the general path runs the call on the arrays as they were
     return false;
