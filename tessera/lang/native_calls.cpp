@@ -1,15 +1,17 @@
 // Native functions for calls of jit functions (native_calls.hpp).
 //
-// A call of a jit function on Python numbers compiles the function, for the
-// kinds of its arguments, into an LLVM function over i64/double/i1 values;
-// the calls it makes of jit functions (itself, or others the frames around it
-// hold) become LLVM functions of the same module, called directly, so
-// recursion is a plain call. Anything the code cannot compute as Python
-// would (an overflow of Python's int, a division by zero, a depth beyond
-// kMaxCallDepth) sets the status and every frame returns: the call then runs
-// again on the general path, which meets the same thing and reports it at
-// its line. The code has no effects (no writes, no prints), so running the
-// call again is the same as running it once.
+// A call of a jit function on Python numbers and arrays compiles the
+// function, for the kinds of its arguments (an array's kind: its dtype and
+// rank), into an LLVM function over i64/double/float/i1 values and array
+// descriptors; the calls it makes of jit functions (itself, or others the
+// frames around it hold) become LLVM functions of the same module, called
+// directly, so recursion is a plain call. Anything the code cannot compute as
+// Python and NumPy would (an overflow of Python's int, a division by zero,
+// an index out of bounds, a depth beyond kMaxCallDepth) sets the status and
+// every frame returns: the writes the code made to arrays are undone from
+// its log and the call runs again on the general path, which meets the same
+// thing and reports it at its line. The code has no other effects (no
+// prints), so running the call again is the same as running it once.
 #include "tessera/lang/native_calls.hpp"
 
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
