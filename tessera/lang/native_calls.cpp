@@ -89,35 +89,99 @@ bool nc_number(NcKind k) { return k != NcKind::None && !nc_is_array(k); }
 // of its writes to arrays (buffer, words used, capacity), three words a
 // write (address, old bytes, their size), replayed backwards when the call
 // bails so that the general path runs it again on the arrays as they were.
+// A log that would outgrow the arrays it covers (and 4 MB) turns into copies
+// of them (snapshot): memory stays bounded by the arrays' size for any number
+// of writes.
 struct NcContext {
   int32_t status = 0;
   int32_t unused = 0;
   int64_t* log = nullptr;
   int64_t used = 0;
   int64_t capacity = 0;
+  // Not read by the code:
+  bool snapshot = false;  // the arrays' bytes are in the copies, the log is dropped
+  bool lost = false;      // no memory for the log or the copies: no undo possible
 };
 
-// The log's storage, of the thread the code runs on (native code never
-// runs inside native code: one call at a time per thread).
-std::vector<int64_t>& nc_log_storage() {
-  thread_local std::vector<int64_t> storage;
-  return storage;
+// The bytes an array argument's elements span.
+struct NcRegion {
+  char* start;
+  size_t bytes;
+};
+
+// The log's storage and the arrays' copies, of the thread the code runs on
+// (native code never runs inside native code: one call at a time a thread).
+struct NcUndoState {
+  std::vector<int64_t> log;
+  std::vector<NcRegion> regions;
+  size_t region_bytes = 0;
+  std::vector<std::vector<char>> copies;
+};
+
+NcUndoState& nc_undo_state() {
+  thread_local NcUndoState state;
+  return state;
 }
 
-// Called by the code when the log is full.
+constexpr size_t kNcLogStart = 1024;     // words
+constexpr size_t kNcLogKept = 1 << 18;   // words (2 MB) a thread keeps between calls
+// A log of more bytes than this and 8 times the arrays' turns into copies
+// (which undo the log so far into them: as costly as the log, once).
+constexpr size_t kNcLogMostBytes = size_t{4} << 20;
+
+// Copies the arrays as they were before the call: their bytes now, with the
+// log so far undone in the copies.
+void nc_take_snapshot(NcContext& c, NcUndoState& st) {
+  st.copies.resize(st.regions.size());
+  for (size_t r = 0; r < st.regions.size(); ++r)
+    st.copies[r].assign(st.regions[r].start, st.regions[r].start + st.regions[r].bytes);
+  for (int64_t i = c.used - 3; i >= 0; i -= 3) {
+    char* at = reinterpret_cast<char*>(static_cast<uintptr_t>(c.log[i]));
+    const uint64_t old = static_cast<uint64_t>(c.log[i + 1]);
+    const auto n = static_cast<size_t>(c.log[i + 2]);
+    for (size_t r = 0; r < st.regions.size(); ++r) {  // views may overlap: every copy
+      const NcRegion& g = st.regions[r];
+      if (at >= g.start && at + n <= g.start + g.bytes)
+        std::memcpy(st.copies[r].data() + (at - g.start), &old, n);
+    }
+  }
+}
+
+// Called by the code when the log is full. Never throws (the code has no
+// unwind tables): without memory, it drops the log and says so (lost).
 void nc_grow_log(int32_t* ctx) {
   auto* c = reinterpret_cast<NcContext*>(ctx);
-  std::vector<int64_t>& storage = nc_log_storage();
-  storage.resize(std::max<size_t>(1024, storage.size() * 2));
-  c->log = storage.data();
-  c->capacity = static_cast<int64_t>(storage.size());
+  NcUndoState& st = nc_undo_state();
+  if (!c->snapshot && !c->lost) {
+    try {
+      const size_t words = st.log.size() * 2;
+      if (words * sizeof(int64_t) > std::max(8 * st.region_bytes, kNcLogMostBytes)) {
+        nc_take_snapshot(*c, st);
+        c->snapshot = true;
+      } else {
+        st.log.resize(words);
+        c->log = st.log.data();
+        c->capacity = static_cast<int64_t>(st.log.size());
+        return;
+      }
+    } catch (const std::bad_alloc&) {
+      c->lost = true;
+    }
+  }
+  c->used = 0;  // the log's buffer is scratch from now on
 }
 
 void nc_undo(NcContext& c) {
-  for (int64_t i = c.used - 3; i >= 0; i -= 3) {
-    const uint64_t old = static_cast<uint64_t>(c.log[i + 1]);
-    std::memcpy(reinterpret_cast<char*>(static_cast<uintptr_t>(c.log[i])), &old,
-                static_cast<size_t>(c.log[i + 2]));
+  NcUndoState& st = nc_undo_state();
+  if (c.snapshot) {
+    for (size_t r = 0; r < st.regions.size(); ++r)
+      std::memcpy(st.regions[r].start, st.copies[r].data(), st.regions[r].bytes);
+  } else {
+    for (int64_t i = c.used - 3; i >= 0; i -= 3) {
+      const uint64_t old = static_cast<uint64_t>(c.log[i + 1]);
+      std::memcpy(reinterpret_cast<char*>(static_cast<uintptr_t>(c.log[i])), &old,
+                  static_cast<size_t>(c.log[i + 2]));
+    }
   }
   c.used = 0;
 }
@@ -125,8 +189,8 @@ void nc_undo(NcContext& c) {
 bool nc_debug() { return native_debug() || fast_loops_debug(); }
 
 // The entry every compiled call has: arguments as 64-bit words (a double's
-// bits), the result's word; returns 0 when done, else the code bailed.
-// `ctx` is the NcContext (its status first).
+// bits, an array's descriptor address), the result's word; returns 0 when
+// done, else the code bailed. `ctx` is the NcContext (its status first).
 using NcEntry = int32_t (*)(const int64_t* args, int64_t* result, int32_t* ctx);
 
 // A variable the code reads a function from, checked at each call's entry:
@@ -289,6 +353,7 @@ class NcCompiler {
                   {fn->getArg(0)});
     b_.CreateBr(room);
     b_.SetInsertPoint(room);
+    used = b_.CreateLoad(i64, used_at);  // the helper may have reset it
     llvm::Value* log = b_.CreateIntToPtr(b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, ctx, 1)),
                                          llvm::PointerType::getUnqual(i64));
     llvm::Value* old = b_.CreateLoad(elem, at);
@@ -1350,10 +1415,39 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   if (!compiled->entry || !nc_guards_hold(*compiled, closure)) return false;
   int64_t result = 0;
   NcContext context;
-  std::vector<int64_t>& storage = nc_log_storage();
-  context.log = storage.data();
-  context.capacity = static_cast<int64_t>(storage.size());
+  NcUndoState& undo = nc_undo_state();
+  if (undo.log.size() < kNcLogStart || undo.log.size() > kNcLogKept) {
+    // A log grown past kNcLogKept by an earlier call is let go.
+    undo.log = std::vector<int64_t>(kNcLogStart);
+  }
+  undo.copies.clear();
+  undo.regions.clear();
+  undo.region_bytes = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].is_array()) continue;
+    const auto* desc = reinterpret_cast<const int64_t*>(static_cast<uintptr_t>(words[i]));
+    const int nd = args[i].as_array().ndim();
+    int64_t low = 0, high = static_cast<int64_t>(dtype_size(args[i].as_array().dtype()));
+    bool empty = false;
+    for (int d = 0; d < nd; ++d) {
+      const int64_t n = desc[2 + d], stride = desc[2 + nd + d];
+      if (n == 0) empty = true;
+      (stride < 0 ? low : high) += (n - 1) * stride;
+    }
+    if (empty) continue;
+    char* start = reinterpret_cast<char*>(static_cast<uintptr_t>(desc[0])) + low;
+    undo.regions.push_back({start, static_cast<size_t>(high - low)});
+    undo.region_bytes += static_cast<size_t>(high - low);
+  }
+  context.log = undo.log.data();
+  context.capacity = static_cast<int64_t>(undo.log.size());
   if (compiled->entry(words, &result, &context.status) != 0) {
+    if (context.lost) {
+      throw MemoryError(error_message("[", code.name,
+                                      "] out of memory for the undo log of a native call that "
+                                      "must run again on the general path (at ",
+                                      code.loc.str(), ")"));
+    }
     nc_undo(context);  // the general path runs the call on the arrays as they were
     return false;
   }

@@ -19,7 +19,8 @@ class Closure;
 // ran to its end; false when the call is to run on the general path (not
 // compilable, said once under TESSERA_NATIVE=debug; or the code bailed: an
 // error to report, an overflow of Python's int, recursion too deep; its
-// writes to arrays are undone then).
+// writes to arrays are undone then). Throws MemoryError when the code bailed
+// and its writes could not be undone (no memory for their log).
 bool native_call(const Closure& closure, const std::vector<Value>& args, Value& out);
 
 }  // namespace tessera

@@ -894,7 +894,12 @@ Future<Value> invoke_with(const Value& fn, std::vector<A> args, const SourceLoc&
   if constexpr (std::is_same_v<A, Value>) {
     // Scalar code over Python numbers: a native function (native_calls.cpp).
     Value native_result;
-    if (native_call(*closure, args, native_result)) return Future<Value>::ready(std::move(native_result));
+    try {
+      if (native_call(*closure, args, native_result))
+        return Future<Value>::ready(std::move(native_result));
+    } catch (...) {  // its writes could not be undone (MemoryError)
+      return fail_at(loc, std::current_exception());
+    }
   }
   if (tl_call_depth >= kMaxCallDepthOffWorker && !in_worker()) {
     // Deep recursion moves to a worker's large stack.

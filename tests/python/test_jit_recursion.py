@@ -406,6 +406,37 @@ def test_writes_before_an_error_are_kept_once():
         np.testing.assert_array_equal(b, a)
 
 
+def churn(a, b, k):
+    # k passes of writes to a and b, then an IndexError: 240,000 writes
+    # outgrow the undo log (4 MB), which turns into copies of the arrays.
+    if k == 0:
+        return a[len(a)]
+    for j in range(len(a)):
+        a[j] = a[j] + 1.0
+        b[j] = b[j] * 0.5
+    return churn(a, b, k - 1)
+
+
+@pytest.mark.parametrize("alias", ["apart", "reversed view"])
+def test_many_writes_before_an_error_are_undone_from_copies(alias):
+    def make():
+        x = np.random.default_rng(9).random(2000)
+        if alias == "same":
+            return x, x
+        if alias == "reversed view":
+            return x, x[::-1]
+        return x, x.copy()
+
+    a, b = make()
+    with pytest.raises(IndexError):
+        churn(a, b, 60)
+    c, d = make()
+    with pytest.raises(IndexError, match=r"test_jit_recursion.py:\d+"):
+        tessera.jit(churn)(c, d, 60)
+    np.testing.assert_array_equal(c, a)
+    np.testing.assert_array_equal(d, b)
+
+
 def test_errors_name_the_line_of_the_recursive_call():
     with pytest.raises(ZeroDivisionError, match=r"test_jit_recursion.py:\d+"):
         tessera.jit(div_down)(3)
