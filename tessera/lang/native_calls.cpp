@@ -1195,8 +1195,11 @@ void nc_add_entry(llvm::LLVMContext& ctx, llvm::Module& mod, const NcFunc& f,
   std::vector<llvm::Value*> args{status, b.getInt32(0)};
   for (size_t i = 0; i < f.args.size(); ++i) {
     llvm::Value* w = b.CreateLoad(b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), fn->getArg(0), i));
-    if (f.args[i] == NcKind::Float) w = b.CreateBitCast(w, b.getDoubleTy());
-    if (f.args[i] == NcKind::Bool) w = b.CreateICmpNE(w, b.getInt64(0));
+    const NcKind k = f.args[i];
+    if (k == NcKind::Float || k == NcKind::NpFloat64 || k == NcKind::NpFloat32)
+      w = b.CreateBitCast(w, b.getDoubleTy());
+    if (k == NcKind::NpFloat32) w = b.CreateFPTrunc(w, b.getFloatTy());  // exact: it was one
+    if (nc_bool_kind(k)) w = b.CreateICmpNE(w, b.getInt64(0));
     if (nc_is_array(f.args[i])) w = b.CreateIntToPtr(w, llvm::PointerType::getUnqual(b.getInt64Ty()));
     args.push_back(w);
   }
@@ -1360,7 +1363,8 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   int64_t* descs = descs_small;
   size_t words_needed = 0;
   for (const Value& a : args)
-    if (a.is_array()) words_needed += 2 + 2 * static_cast<size_t>(a.as_array().ndim());
+    if (a.is_array() && a.as_array().ndim() > 0)
+      words_needed += 2 + 2 * static_cast<size_t>(a.as_array().ndim());
   if (words_needed > 64) {
     descs_big.resize(words_needed);
     descs = descs_big.data();
@@ -1374,7 +1378,24 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
       int dt = -1;
       for (int d = 0; d < 5; ++d)
         if (kNcDtypes[d] == x.dtype()) dt = d;
-      if (dt < 0 || nd < 1 || nd > kNcMaxDims || x.weak()) return false;
+      if (dt < 0 || nd > kNcMaxDims || x.weak()) return false;
+      if (nd == 0) {  // NumPy's scalar (np.int32(3), np.float32(x), a 0-d array): its value
+        const NcKind k = kNcElements[dt];
+        key.args.push_back(k);
+        const void* at = x.origin_raw();
+        if (k == NcKind::NpFloat64 || k == NcKind::NpFloat32) {
+          const double d = k == NcKind::NpFloat64 ? *static_cast<const double*>(at)
+                                                  : *static_cast<const float*>(at);
+          std::memcpy(&words[i], &d, sizeof d);
+        } else if (k == NcKind::NpInt64) {
+          words[i] = *static_cast<const int64_t*>(at);
+        } else if (k == NcKind::NpInt32) {
+          words[i] = *static_cast<const int32_t*>(at);
+        } else {
+          words[i] = *static_cast<const bool*>(at) ? 1 : 0;
+        }
+        continue;
+      }
       int64_t* desc = descs + used;
       used += 2 + 2 * static_cast<size_t>(nd);
       desc[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(x.origin_raw()));
@@ -1424,7 +1445,7 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   undo.regions.clear();
   undo.region_bytes = 0;
   for (size_t i = 0; i < args.size(); ++i) {
-    if (!args[i].is_array()) continue;
+    if (!args[i].is_array() || args[i].as_array().ndim() == 0) continue;
     const auto* desc = reinterpret_cast<const int64_t*>(static_cast<uintptr_t>(words[i]));
     const int nd = args[i].as_array().ndim();
     int64_t low = 0, high = static_cast<int64_t>(dtype_size(args[i].as_array().dtype()));

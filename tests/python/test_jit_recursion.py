@@ -258,6 +258,13 @@ def put_big(a, i, v):
     return put_big(a, i + 1, v * v)
 
 
+def scale_sum(a, s, i):
+    # s is NumPy's scalar passed in: its kind is the call's signature.
+    if i == len(a):
+        return s * 0
+    return a[i] * s + scale_sum(a, s, i + 1)
+
+
 def _grid():
     g = (np.random.default_rng(3).random((9, 11)) < 0.6).astype(np.int32)
     return g
@@ -287,7 +294,12 @@ CASES = [(queens_bits, (6, 0, 0, 0, 0)), (digits_loop, (987654321, 4)), (shift_b
          (tail_sum, (np.arange(7.0) - 3, -1)), (tail_sum, (np.arange(7), -1)),
          (scale_down, (np.arange(6.0), 0, 3.0)),
          (count_true, (np.random.default_rng(8).random(20) < 0.5, 0)),
-         (put_big, (np.zeros(5, np.int32), 0, 7))]
+         (put_big, (np.zeros(5, np.int32), 0, 7)),
+         (bsearch, (np.arange(0, 50, 0.5, dtype=np.float32), np.float32(17.25), 0, 100)),
+         (scale_sum, (np.arange(5, dtype=np.int32), np.int32(3), 0)),
+         (scale_sum, (np.arange(5.0, dtype=np.float32), np.float32(0.5), 0)),
+         (scale_sum, (np.arange(5), np.int64(-2), 0)),
+         (scale_sum, (np.arange(5.0), np.array(1.5), 0))]
 
 
 @pytest.mark.parametrize("f,args", CASES, ids=[f"{f.__name__}{i}" for i, (f, _) in enumerate(CASES)])
@@ -378,7 +390,7 @@ for f, args in t.CASES:
 """
     _, stderr = run_script(script, **PATHS["native"])
     for name in ("range_sum", "quicksort", "mergesort", "bsearch", "flood", "seg_build",
-                 "tail_sum", "scale_down", "count_true", "put_big"):
+                 "tail_sum", "scale_down", "count_true", "put_big", "scale_sum"):
         assert f"native code for the call of '{name}'" in stderr, (name, stderr)
         assert f"'{name}' stays on the general path" not in stderr, (name, stderr)
 
