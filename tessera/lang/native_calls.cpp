@@ -37,11 +37,18 @@
 
 #include "tessera/lang/fastloop.hpp"
 #include "tessera/lang/native.hpp"
+#include "tessera/lang/native_calls_undo.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/runtime/interrupt.hpp"
 
 namespace tessera {
 namespace {
+
+using detail::NcContext;
+using detail::nc_grow_log;
+using detail::nc_undo;
+using detail::nc_undo_begin;
+using detail::nc_undo_cover;
 
 // Python's numbers (Int, Float, Bool), NumPy's scalars (an element read
 // from an array: Np*), and arrays: kArrayKind | dtype << 3 | ndim.
@@ -83,108 +90,6 @@ bool nc_numpy_kind(NcKind k) {
          k == NcKind::NpFloat32 || k == NcKind::NpBool;
 }
 bool nc_number(NcKind k) { return k != NcKind::None && !nc_is_array(k); }
-
-// What a call's native code shares with native_call, as 64-bit words: the
-// status (word 0, where the code's status pointer points), then the undo log
-// of its writes to arrays (buffer, words used, capacity), three words a
-// write (address, old bytes, their size), replayed backwards when the call
-// bails so that the general path runs it again on the arrays as they were.
-// A log that would outgrow the arrays it covers (and 4 MB) turns into copies
-// of them (snapshot): memory stays bounded by the arrays' size for any number
-// of writes.
-struct NcContext {
-  int32_t status = 0;
-  int32_t unused = 0;
-  int64_t* log = nullptr;
-  int64_t used = 0;
-  int64_t capacity = 0;
-  // Not read by the code:
-  bool snapshot = false;  // the arrays' bytes are in the copies, the log is dropped
-  bool lost = false;      // no memory for the log or the copies: no undo possible
-};
-
-// The bytes an array argument's elements span.
-struct NcRegion {
-  char* start;
-  size_t bytes;
-};
-
-// The log's storage and the arrays' copies, of the thread the code runs on
-// (native code never runs inside native code: one call at a time a thread).
-struct NcUndoState {
-  std::vector<int64_t> log;
-  std::vector<NcRegion> regions;
-  size_t region_bytes = 0;
-  std::vector<std::vector<char>> copies;
-};
-
-NcUndoState& nc_undo_state() {
-  thread_local NcUndoState state;
-  return state;
-}
-
-constexpr size_t kNcLogStart = 1024;     // words
-constexpr size_t kNcLogKept = 1 << 18;   // words (2 MB) a thread keeps between calls
-// A log of more bytes than this and 8 times the arrays' turns into copies
-// (which undo the log so far into them: as costly as the log, once).
-constexpr size_t kNcLogMostBytes = size_t{4} << 20;
-
-// Copies the arrays as they were before the call: their bytes now, with the
-// log so far undone in the copies.
-void nc_take_snapshot(NcContext& c, NcUndoState& st) {
-  st.copies.resize(st.regions.size());
-  for (size_t r = 0; r < st.regions.size(); ++r)
-    st.copies[r].assign(st.regions[r].start, st.regions[r].start + st.regions[r].bytes);
-  for (int64_t i = c.used - 3; i >= 0; i -= 3) {
-    char* at = reinterpret_cast<char*>(static_cast<uintptr_t>(c.log[i]));
-    const uint64_t old = static_cast<uint64_t>(c.log[i + 1]);
-    const auto n = static_cast<size_t>(c.log[i + 2]);
-    for (size_t r = 0; r < st.regions.size(); ++r) {  // views may overlap: every copy
-      const NcRegion& g = st.regions[r];
-      if (at >= g.start && at + n <= g.start + g.bytes)
-        std::memcpy(st.copies[r].data() + (at - g.start), &old, n);
-    }
-  }
-}
-
-// Called by the code when the log is full. Never throws (the code has no
-// unwind tables): without memory, it drops the log and says so (lost).
-void nc_grow_log(int32_t* ctx) {
-  auto* c = reinterpret_cast<NcContext*>(ctx);
-  NcUndoState& st = nc_undo_state();
-  if (!c->snapshot && !c->lost) {
-    try {
-      const size_t words = st.log.size() * 2;
-      if (words * sizeof(int64_t) > std::max(8 * st.region_bytes, kNcLogMostBytes)) {
-        nc_take_snapshot(*c, st);
-        c->snapshot = true;
-      } else {
-        st.log.resize(words);
-        c->log = st.log.data();
-        c->capacity = static_cast<int64_t>(st.log.size());
-        return;
-      }
-    } catch (const std::bad_alloc&) {
-      c->lost = true;
-    }
-  }
-  c->used = 0;  // the log's buffer is scratch from now on
-}
-
-void nc_undo(NcContext& c) {
-  NcUndoState& st = nc_undo_state();
-  if (c.snapshot) {
-    for (size_t r = 0; r < st.regions.size(); ++r)
-      std::memcpy(st.regions[r].start, st.copies[r].data(), st.regions[r].bytes);
-  } else {
-    for (int64_t i = c.used - 3; i >= 0; i -= 3) {
-      const uint64_t old = static_cast<uint64_t>(c.log[i + 1]);
-      std::memcpy(reinterpret_cast<char*>(static_cast<uintptr_t>(c.log[i])), &old,
-                  static_cast<size_t>(c.log[i + 2]));
-    }
-  }
-  c.used = 0;
-}
 
 bool nc_debug() { return native_debug() || fast_loops_debug(); }
 
@@ -1436,32 +1341,13 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   if (!compiled->entry || !nc_guards_hold(*compiled, closure)) return false;
   int64_t result = 0;
   NcContext context;
-  NcUndoState& undo = nc_undo_state();
-  if (undo.log.size() < kNcLogStart || undo.log.size() > kNcLogKept) {
-    // A log grown past kNcLogKept by an earlier call is let go.
-    undo.log = std::vector<int64_t>(kNcLogStart);
-  }
-  undo.copies.clear();
-  undo.regions.clear();
-  undo.region_bytes = 0;
+  nc_undo_begin(context);
   for (size_t i = 0; i < args.size(); ++i) {
     if (!args[i].is_array() || args[i].as_array().ndim() == 0) continue;
-    const auto* desc = reinterpret_cast<const int64_t*>(static_cast<uintptr_t>(words[i]));
-    const int nd = args[i].as_array().ndim();
-    int64_t low = 0, high = static_cast<int64_t>(dtype_size(args[i].as_array().dtype()));
-    bool empty = false;
-    for (int d = 0; d < nd; ++d) {
-      const int64_t n = desc[2 + d], stride = desc[2 + nd + d];
-      if (n == 0) empty = true;
-      (stride < 0 ? low : high) += (n - 1) * stride;
-    }
-    if (empty) continue;
-    char* start = reinterpret_cast<char*>(static_cast<uintptr_t>(desc[0])) + low;
-    undo.regions.push_back({start, static_cast<size_t>(high - low)});
-    undo.region_bytes += static_cast<size_t>(high - low);
+    const Array& x = args[i].as_array();
+    nc_undo_cover(reinterpret_cast<const int64_t*>(static_cast<uintptr_t>(words[i])), x.ndim(),
+                  dtype_size(x.dtype()));
   }
-  context.log = undo.log.data();
-  context.capacity = static_cast<int64_t>(undo.log.size());
   if (compiled->entry(words, &result, &context.status) != 0) {
     if (context.lost) {
       throw MemoryError(error_message("[", code.name,
