@@ -1,7 +1,8 @@
 """Recursive jit functions (issue 31): tessera against CPython and Numba @njit
 (decorated at definition, so the self-calls are compiled) on fib, Ackermann, a
-recursive sum over an array range, quicksort by index ranges and n-queens by
-bitmasks. Prints medians of several runs, the ratios to CPython and Numba,
+recursive sum over an array range, quicksort and mergesort by index ranges,
+binary search, a flood fill over a 2-D grid, a segment-tree build and n-queens
+by bitmasks. Prints medians of several runs, the ratios to CPython and Numba,
 first-call times (translation and compilation), the thread count and the
 machine. Run: PYTHONPATH=python python bench/bench_recursion.py [--runs 7]"""
 
@@ -59,6 +60,57 @@ def quicksort(a, lo, hi):
     return i
 
 
+def mergesort(a, tmp, lo, hi):
+    if hi - lo < 2:
+        return 0
+    mid = (lo + hi) // 2
+    mergesort(a, tmp, lo, mid)
+    mergesort(a, tmp, mid, hi)
+    i = lo
+    j = mid
+    k = lo
+    while k < hi:
+        if j >= hi or (i < mid and a[i] <= a[j]):
+            tmp[k] = a[i]
+            i += 1
+        else:
+            tmp[k] = a[j]
+            j += 1
+        k += 1
+    for k in range(lo, hi):
+        a[k] = tmp[k]
+    return hi - lo
+
+
+def bsearch(a, x, lo, hi):
+    if lo >= hi:
+        return lo
+    m = (lo + hi) // 2
+    if a[m] < x:
+        return bsearch(a, x, m + 1, hi)
+    return bsearch(a, x, lo, m)
+
+
+def flood(g, seen, i, j):
+    if i < 0 or j < 0 or i >= g.shape[0] or j >= g.shape[1]:
+        return 0
+    if seen[i, j] or g[i, j] == 0:
+        return 0
+    seen[i, j] = True
+    return (1 + flood(g, seen, i + 1, j) + flood(g, seen, i - 1, j) + flood(g, seen, i, j + 1)
+            + flood(g, seen, i, j - 1))
+
+
+def seg_build(tree, a, node, lo, hi):
+    if lo == hi:
+        tree[node] = a[lo]
+        return tree[node]
+    mid = (lo + hi) // 2
+    s = seg_build(tree, a, 2 * node, lo, mid) + seg_build(tree, a, 2 * node + 1, mid + 1, hi)
+    tree[node] = s
+    return s
+
+
 def queens(n, row, cols, d1, d2):
     if row == n:
         return 1
@@ -74,7 +126,8 @@ def _numba_versions():
     """The kernels under @njit, each calling its own compiled self."""
     if numba is None:
         return {}
-    src = {f.__name__: f for f in (fib, ackermann, range_sum, quicksort, queens)}
+    src = {f.__name__: f for f in (fib, ackermann, range_sum, quicksort, mergesort, bsearch, flood,
+                                   seg_build, queens)}
     ns = {"np": np, "numba": numba}  # globals and locals: the self-call finds the njit one
     for name, f in src.items():
         exec(compile("@numba.njit(cache=False)\n" + inspect.getsource(f), f"<numba {name}>", "exec"),
@@ -98,10 +151,18 @@ def main():
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     data = rng.random(4096)
+    sorted_data = np.sort(data)
+    grid = np.ones((40, 40), np.int32)  # one region: every cell visited
     cases = [("fib(22)", fib, lambda: (22,)),
              ("ackermann(2, 300)", ackermann, lambda: (2, 300)),
              ("range_sum(x, 0, 4096)", range_sum, lambda: (data, 0, 4096)),
              ("quicksort(2,000 floats)", quicksort, lambda: (rng.random(2000), 0, 1999)),
+             ("mergesort(2,000 floats)", mergesort,
+              lambda: (rng.random(2000), np.zeros(2000), 0, 2000)),
+             ("bsearch(4,096 sorted)", bsearch, lambda: (sorted_data, 0.5, 0, 4096)),
+             ("flood(40x40 int32 grid)", flood,
+              lambda: (grid, np.zeros(grid.shape, bool), 20, 20)),
+             ("seg_build(4,096 floats)", seg_build, lambda: (np.zeros(8192), data, 1, 0, 4095)),
              ("n_queens(7) bitmask", queens, lambda: (7, 0, 0, 0, 0))]
     nb = _numba_versions()
     sys.setrecursionlimit(10_000)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/recursion_error.hpp"
 #include "tessera/distributed/locality.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/kernels/io.hpp"
@@ -85,6 +86,8 @@ std::string error_kind(std::exception_ptr e) {
     return "IndexError";
   } catch (const std::bad_alloc&) {
     return "MemoryError";
+  } catch (const RecursionError&) {
+    return "RecursionError";
   } catch (...) {
     return "RuntimeError";
   }

@@ -1,4 +1,5 @@
 #include "tessera/core/error.hpp"
+#include "tessera/core/recursion_error.hpp"
 
 #include <new>
 
@@ -54,6 +55,9 @@ void rethrow_with_location(std::exception_ptr error, const SourceLoc& loc) {
   } catch (const std::out_of_range& e) {
     if (has_location(e.what()) || !loc.valid()) throw;
     throw std::out_of_range(located(e.what(), loc));
+  } catch (const RecursionError& e) {
+    if (has_location(e.what()) || !loc.valid()) throw;
+    throw RecursionError(located(e.what(), loc));
   } catch (const std::bad_alloc&) {
     throw MemoryError(located("out of memory", loc));
   } catch (const std::overflow_error& e) {

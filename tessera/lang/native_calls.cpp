@@ -1,15 +1,17 @@
 // Native functions for calls of jit functions (native_calls.hpp).
 //
-// A call of a jit function on Python numbers compiles the function, for the
-// kinds of its arguments, into an LLVM function over i64/double/i1 values;
-// the calls it makes of jit functions (itself, or others the frames around it
-// hold) become LLVM functions of the same module, called directly, so
-// recursion is a plain call. Anything the code cannot compute as Python
-// would (an overflow of Python's int, a division by zero, a depth beyond
-// kMaxCallDepth) sets the status and every frame returns: the call then runs
-// again on the general path, which meets the same thing and reports it at
-// its line. The code has no effects (no writes, no prints), so running the
-// call again is the same as running it once.
+// A call of a jit function on Python numbers and arrays compiles the
+// function, for the kinds of its arguments (an array's kind: its dtype and
+// rank), into an LLVM function over i64/double/float/i1 values and array
+// descriptors; the calls it makes of jit functions (itself, or others the
+// frames around it hold) become LLVM functions of the same module, called
+// directly, so recursion is a plain call. Anything the code cannot compute as
+// Python and NumPy would (an overflow of Python's int, a division by zero,
+// an index out of bounds, a depth beyond kMaxCallDepth) sets the status and
+// every frame returns: the writes the code made to arrays are undone from
+// its log and the call runs again on the general path, which meets the same
+// thing and reports it at its line. The code has no other effects (no
+// prints), so running the call again is the same as running it once.
 #include "tessera/lang/native_calls.hpp"
 
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -23,6 +25,7 @@
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,19 +37,66 @@
 
 #include "tessera/lang/fastloop.hpp"
 #include "tessera/lang/native.hpp"
+#include "tessera/lang/native_calls_undo.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/runtime/interrupt.hpp"
 
 namespace tessera {
 namespace {
 
-enum class NcKind : uint8_t { Int, Float, Bool, None };
+using detail::NcContext;
+using detail::nc_grow_log;
+using detail::nc_undo;
+using detail::nc_undo_begin;
+using detail::nc_undo_cover;
+
+// Python's numbers (Int, Float, Bool), NumPy's scalars (an element read
+// from an array: Np*), and arrays: kArrayKind | dtype << 3 | ndim.
+enum class NcKind : uint8_t {
+  Int,
+  Float,
+  Bool,
+  None,
+  NpInt64,
+  NpFloat64,
+  NpInt32,
+  NpFloat32,
+  NpBool
+};
+
+constexpr uint8_t kNcArray = 0x80;
+// The dtypes of arrays native calls take, in the order of their kind's bits.
+const DType kNcDtypes[] = {DType::float64, DType::float32, DType::int64, DType::int32,
+                           DType::bool_};
+const NcKind kNcElements[] = {NcKind::NpFloat64, NcKind::NpFloat32, NcKind::NpInt64,
+                              NcKind::NpInt32, NcKind::NpBool};
+constexpr int kNcMaxDims = 7;
+
+bool nc_is_array(NcKind k) { return (static_cast<uint8_t>(k) & kNcArray) != 0; }
+int nc_dims(NcKind k) { return static_cast<uint8_t>(k) & 7; }
+int nc_dtype(NcKind k) { return (static_cast<uint8_t>(k) >> 3) & 15; }
+NcKind nc_array_kind(int dtype, int ndim) {
+  return static_cast<NcKind>(kNcArray | (dtype << 3) | ndim);
+}
+bool nc_int_kind(NcKind k) {
+  return k == NcKind::Int || k == NcKind::NpInt64 || k == NcKind::NpInt32;
+}
+bool nc_float_kind(NcKind k) {
+  return k == NcKind::Float || k == NcKind::NpFloat64 || k == NcKind::NpFloat32;
+}
+bool nc_bool_kind(NcKind k) { return k == NcKind::Bool || k == NcKind::NpBool; }
+bool nc_numpy_kind(NcKind k) {
+  return k == NcKind::NpInt64 || k == NcKind::NpFloat64 || k == NcKind::NpInt32 ||
+         k == NcKind::NpFloat32 || k == NcKind::NpBool;
+}
+bool nc_number(NcKind k) { return k != NcKind::None && !nc_is_array(k); }
 
 bool nc_debug() { return native_debug() || fast_loops_debug(); }
 
 // The entry every compiled call has: arguments as 64-bit words (a double's
-// bits), the result's word; returns 0 when done, else the code bailed.
-using NcEntry = int32_t (*)(const int64_t* args, int64_t* result);
+// bits, an array's descriptor address), the result's word; returns 0 when
+// done, else the code bailed. `ctx` is the NcContext (its status first).
+using NcEntry = int32_t (*)(const int64_t* args, int64_t* result, int32_t* ctx);
 
 // A variable the code reads a function from, checked at each call's entry:
 // `up` frames above the env of function `caller` of the group, at `slot`, a
@@ -145,14 +195,84 @@ class NcCompiler {
 
  private:
   llvm::Type* type_of(NcKind k) {
+    if (nc_is_array(k)) return llvm::PointerType::getUnqual(b_.getInt64Ty());  // its descriptor
     switch (k) {
       case NcKind::Int:
+      case NcKind::NpInt64:
+      case NcKind::NpInt32:
         return b_.getInt64Ty();
       case NcKind::Float:
+      case NcKind::NpFloat64:
         return b_.getDoubleTy();
+      case NcKind::NpFloat32:
+        return b_.getFloatTy();
       default:
         return b_.getInt1Ty();
     }
+  }
+
+  // The element type an array of dtype index `dt` stores.
+  llvm::Type* element_type(int dt) {
+    switch (kNcDtypes[dt]) {
+      case DType::float64:
+        return b_.getDoubleTy();
+      case DType::float32:
+        return b_.getFloatTy();
+      case DType::int64:
+        return b_.getInt64Ty();
+      case DType::int32:
+        return b_.getInt32Ty();
+      default:
+        return b_.getInt8Ty();
+    }
+  }
+
+  // Word `i` of an array's descriptor: 0 the address of element (0, ...),
+  // 1 writable, 2.. the shape, then the strides in bytes.
+  llvm::Value* desc_word(NcVal a, int64_t i) {
+    // Descriptors do not change during a call: loads LLVM may hoist past writes.
+    llvm::LoadInst* w =
+        b_.CreateLoad(b_.getInt64Ty(), b_.CreateConstGEP1_64(b_.getInt64Ty(), a.v, i));
+    w->setMetadata(llvm::LLVMContext::MD_invariant_load, llvm::MDNode::get(ctx_, {}));
+    return w;
+  }
+
+  // Appends (address, old bytes, size) of the element at `at` to the undo log.
+  void log_write(llvm::Value* at, llvm::Type* elem, int64_t bytes) {
+    llvm::Function* fn = funcs[cur_].fn;
+    llvm::Type* i64 = b_.getInt64Ty();
+    llvm::Value* ctx = b_.CreateBitCast(fn->getArg(0), llvm::PointerType::getUnqual(i64));
+    llvm::Value* used_at = b_.CreateConstGEP1_64(i64, ctx, 2);
+    llvm::Value* used = b_.CreateLoad(i64, used_at);
+    llvm::Value* full = b_.CreateICmpSGT(b_.CreateAdd(used, b_.getInt64(3)),
+                                         b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, ctx, 3)));
+    auto* grow = llvm::BasicBlock::Create(ctx_, "grow", fn);
+    auto* room = llvm::BasicBlock::Create(ctx_, "room", fn);
+    b_.CreateCondBr(full, grow, room);
+    b_.SetInsertPoint(grow);
+    auto* i32p = llvm::PointerType::getUnqual(b_.getInt32Ty());
+    auto* grow_ty = llvm::FunctionType::get(b_.getVoidTy(), {i32p}, false);
+    b_.CreateCall(grow_ty,
+                  b_.CreateIntToPtr(b_.getInt64(reinterpret_cast<uint64_t>(&nc_grow_log)),
+                                    llvm::PointerType::getUnqual(grow_ty)),
+                  {fn->getArg(0)});
+    b_.CreateBr(room);
+    b_.SetInsertPoint(room);
+    used = b_.CreateLoad(i64, used_at);  // the helper may have reset it
+    llvm::Value* log = b_.CreateIntToPtr(b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, ctx, 1)),
+                                         llvm::PointerType::getUnqual(i64));
+    llvm::Value* old = b_.CreateLoad(elem, at);
+    if (elem->isDoubleTy()) {
+      old = b_.CreateBitCast(old, i64);
+    } else if (elem->isFloatTy()) {
+      old = b_.CreateZExt(b_.CreateBitCast(old, b_.getInt32Ty()), i64);
+    } else if (!elem->isIntegerTy(64)) {
+      old = b_.CreateZExt(old, i64);
+    }
+    b_.CreateStore(b_.CreatePtrToInt(at, i64), b_.CreateGEP(i64, log, used));
+    b_.CreateStore(old, b_.CreateGEP(i64, log, b_.CreateAdd(used, b_.getInt64(1))));
+    b_.CreateStore(b_.getInt64(bytes), b_.CreateGEP(i64, log, b_.CreateAdd(used, b_.getInt64(2))));
+    b_.CreateStore(b_.CreateAdd(used, b_.getInt64(3)), used_at);
   }
 
   bool refuse(const Node* n, const std::string& what) {
@@ -250,7 +370,7 @@ class NcCompiler {
 
   bool ret(const Node* n, NcVal v) {
     NcFunc& f = funcs[cur_];
-    if (v.k == NcKind::None) return refuse(n, "a return without a number");
+    if (!nc_number(v.k)) return refuse(n, "a return without a number");
     if (v.k != f.ret) {
       // The kinds of calls' results are guesses until every return agrees
       // (nc_compile gives up after a few rounds: one that returns both).
@@ -274,14 +394,15 @@ class NcCompiler {
 
   // A value as a condition: Python's truth of a number.
   llvm::Value* truth(NcVal v) {
-    if (v.k == NcKind::Bool) return v.v;
-    if (v.k == NcKind::Int) return b_.CreateICmpNE(v.v, b_.getInt64(0));
-    return b_.CreateFCmpUNE(v.v, llvm::ConstantFP::get(b_.getDoubleTy(), 0.0));
+    if (nc_bool_kind(v.k)) return v.v;
+    if (nc_int_kind(v.k)) return b_.CreateICmpNE(v.v, b_.getInt64(0));
+    return b_.CreateFCmpUNE(v.v, llvm::ConstantFP::get(v.v->getType(), 0.0));
   }
 
   llvm::Value* as_float(NcVal v) {
-    if (v.k == NcKind::Float) return v.v;
-    if (v.k == NcKind::Bool) return b_.CreateUIToFP(v.v, b_.getDoubleTy());
+    if (v.k == NcKind::Float || v.k == NcKind::NpFloat64) return v.v;
+    if (v.k == NcKind::NpFloat32) return b_.CreateFPExt(v.v, b_.getDoubleTy());
+    if (nc_bool_kind(v.k)) return b_.CreateUIToFP(v.v, b_.getDoubleTy());
     // Python converts exactly or raises OverflowError; beyond 2**53 the
     // rounding may differ from Python's for a true division: bail there.
     llvm::Value* big = b_.CreateICmpUGT(b_.CreateAdd(v.v, b_.getInt64(int64_t{1} << 53)),
@@ -291,7 +412,133 @@ class NcCompiler {
   }
 
   llvm::Value* as_int(NcVal v) {
-    return v.k == NcKind::Bool ? b_.CreateZExt(v.v, b_.getInt64Ty()) : v.v;
+    return nc_bool_kind(v.k) ? b_.CreateZExt(v.v, b_.getInt64Ty()) : v.v;
+  }
+
+  // A number as float32 (NumPy's float32 with a Python number: float32).
+  llvm::Value* as_float32(NcVal v) {
+    if (v.k == NcKind::NpFloat32) return v.v;
+    if (nc_float_kind(v.k)) return b_.CreateFPTrunc(v.v, b_.getFloatTy());
+    if (nc_bool_kind(v.k)) return b_.CreateUIToFP(v.v, b_.getFloatTy());
+    return b_.CreateSIToFP(v.v, b_.getFloatTy());
+  }
+
+  // Bails unless the int fits int32 (NumPy's int32 results and stores: the
+  // general path wraps with a warning or raises OverflowError).
+  void check_int32(llvm::Value* v) {
+    llvm::Value* shifted = b_.CreateAdd(v, b_.getInt64(int64_t{1} << 31));
+    bail_if(b_.CreateICmpUGE(shifted, b_.getInt64(int64_t{1} << 32)));
+  }
+
+  // The kind NumPy's promotion gives a binary operation with a NumPy scalar
+  // (NEP 50: Python numbers are weak), or None when not compiled here.
+  static NcKind numpy_result(NcKind x, NcKind y) {
+    if (x == NcKind::NpBool || y == NcKind::NpBool) return NcKind::None;
+    auto rank = [](NcKind k) {
+      switch (k) {
+        case NcKind::NpFloat64:
+          return 4;
+        case NcKind::NpFloat32:
+          return 3;
+        case NcKind::NpInt64:
+          return 2;
+        case NcKind::NpInt32:
+          return 1;
+        default:
+          return 0;  // a Python number
+      }
+    };
+    const NcKind np = rank(x) >= rank(y) ? x : y;
+    const NcKind other = np == x ? y : x;
+    if (np == NcKind::NpFloat64) return NcKind::NpFloat64;
+    if (np == NcKind::NpFloat32)
+      return nc_int_kind(other) && other != NcKind::Int ? NcKind::NpFloat64 : NcKind::NpFloat32;
+    // An int scalar: with a Python float, float64; with ints, the wider.
+    if (other == NcKind::Float) return NcKind::NpFloat64;
+    return np;
+  }
+
+  // Binary operations where an operand is NumPy's scalar, as NumPy computes them.
+  bool numpy_binary(const PrimitiveCallNode& p, const std::string& op, bool cmp, NcVal x,
+                    NcVal y, NcVal& out) {
+    const NcKind r = numpy_result(x.k, y.k);
+    if (r == NcKind::None) return refuse(&p, "'" + op + "' of NumPy's bool scalars");
+    const bool f32 = r == NcKind::NpFloat32;
+    if (cmp) {
+      out.k = NcKind::NpBool;
+      if (nc_int_kind(r)) {
+        auto pred = op == "less"            ? llvm::CmpInst::ICMP_SLT
+                    : op == "less_equal"    ? llvm::CmpInst::ICMP_SLE
+                    : op == "greater"       ? llvm::CmpInst::ICMP_SGT
+                    : op == "greater_equal" ? llvm::CmpInst::ICMP_SGE
+                    : op == "equal"         ? llvm::CmpInst::ICMP_EQ
+                                            : llvm::CmpInst::ICMP_NE;
+        out.v = b_.CreateICmp(pred, as_int(x), as_int(y));
+      } else {
+        auto pred = op == "less"            ? llvm::CmpInst::FCMP_OLT
+                    : op == "less_equal"    ? llvm::CmpInst::FCMP_OLE
+                    : op == "greater"       ? llvm::CmpInst::FCMP_OGT
+                    : op == "greater_equal" ? llvm::CmpInst::FCMP_OGE
+                    : op == "equal"         ? llvm::CmpInst::FCMP_OEQ
+                                            : llvm::CmpInst::FCMP_UNE;
+        out.v = f32 ? b_.CreateFCmp(pred, as_float32(x), as_float32(y))
+                    : b_.CreateFCmp(pred, as_float(x), as_float(y));
+      }
+      return true;
+    }
+    if (op == "divide") {
+      // NumPy gives inf (with a warning) where Python raises: the general path's.
+      const NcKind fk = f32 ? NcKind::NpFloat32 : NcKind::NpFloat64;
+      llvm::Value* a = f32 ? as_float32(x) : as_float(x);
+      llvm::Value* c = f32 ? as_float32(y) : as_float(y);
+      bail_if(b_.CreateFCmpOEQ(c, llvm::ConstantFP::get(c->getType(), 0.0)));
+      out = {b_.CreateFDiv(a, c), fk};
+      return true;
+    }
+    out.k = r;
+    if (nc_int_kind(r)) {
+      llvm::Value* a = as_int(x);
+      llvm::Value* c = as_int(y);
+      if (r == NcKind::NpInt32) {  // a Python int beyond int32: NumPy's OverflowError
+        if (x.k == NcKind::Int) check_int32(a);
+        if (y.k == NcKind::Int) check_int32(c);
+      }
+      // NumPy's ints wrap with a warning: the general path's.
+      if (op == "add") {
+        out.v = checked(llvm::Intrinsic::sadd_with_overflow, a, c);
+      } else if (op == "subtract") {
+        out.v = checked(llvm::Intrinsic::ssub_with_overflow, a, c);
+      } else if (op == "multiply") {
+        out.v = checked(llvm::Intrinsic::smul_with_overflow, a, c);
+      } else if (op == "floor_divide" || op == "mod") {
+        bail_if(b_.CreateOr(
+            b_.CreateICmpEQ(c, b_.getInt64(0)),
+            b_.CreateAnd(b_.CreateICmpEQ(a, b_.getInt64(INT64_MIN)),
+                         b_.CreateICmpEQ(c, b_.getInt64(-1)))));
+        llvm::Value* q = b_.CreateSDiv(a, c);
+        llvm::Value* rem = b_.CreateSRem(a, c);
+        llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(rem, b_.getInt64(0)),
+                                           b_.CreateICmpSLT(b_.CreateXor(rem, c), b_.getInt64(0)));
+        out.v = op == "mod" ? b_.CreateSelect(adjust, b_.CreateAdd(rem, c), rem)
+                            : b_.CreateSelect(adjust, b_.CreateSub(q, b_.getInt64(1)), q);
+      } else {
+        return refuse(&p, "'" + op + "' of NumPy's ints is not compiled in native calls");
+      }
+      if (r == NcKind::NpInt32) check_int32(out.v);
+      return true;
+    }
+    llvm::Value* a = f32 ? as_float32(x) : as_float(x);
+    llvm::Value* c = f32 ? as_float32(y) : as_float(y);
+    if (op == "add") {
+      out.v = b_.CreateFAdd(a, c);
+    } else if (op == "subtract") {
+      out.v = b_.CreateFSub(a, c);
+    } else if (op == "multiply") {
+      out.v = b_.CreateFMul(a, c);
+    } else {
+      return refuse(&p, "'" + op + "' of NumPy's floats is not compiled in native calls");
+    }
+    return true;
   }
 
   llvm::Value* checked(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y) {
@@ -302,9 +549,10 @@ class NcCompiler {
   }
 
   bool binary(const PrimitiveCallNode& p, const std::string& op, NcVal x, NcVal y, NcVal& out) {
-    if (x.k == NcKind::None || y.k == NcKind::None) return refuse(&p, "an operand is not a number");
+    if (!nc_number(x.k) || !nc_number(y.k)) return refuse(&p, "an operand is not a number");
     const bool cmp = op == "less" || op == "less_equal" || op == "greater" ||
                      op == "greater_equal" || op == "equal" || op == "not_equal";
+    if (nc_numpy_kind(x.k) || nc_numpy_kind(y.k)) return numpy_binary(p, op, cmp, x, y, out);
     const bool ints = x.k != NcKind::Float && y.k != NcKind::Float;
     if (cmp) {
       if (!ints && (x.k != NcKind::Float || y.k != NcKind::Float))
@@ -404,10 +652,144 @@ class NcCompiler {
     return true;
   }
 
+  // The address of an element: every index given, each an int, negative ones
+  // from the end; out of bounds bails (the general path's IndexError).
+  bool element_address(const PrimitiveCallNode& p, NcVal a, const std::vector<NcVal>& idx,
+                       llvm::Value*& address) {
+    const int nd = nc_dims(a.k);
+    if (static_cast<int>(idx.size()) != nd)
+      return refuse(&p, "an index that is not one int per dimension");
+    llvm::Value* off = b_.getInt64(0);
+    for (int k = 0; k < nd; ++k) {
+      if (!nc_int_kind(idx[k].k)) return refuse(&p, "an index that is not an int");
+      llvm::Value* n = desc_word(a, 2 + k);
+      llvm::Value* i = idx[k].v;
+      i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, n), i);
+      bail_if(b_.CreateICmpUGE(i, n));
+      off = b_.CreateAdd(off, b_.CreateMul(i, desc_word(a, 2 + nd + k)));
+    }
+    address = b_.CreateIntToPtr(b_.CreateAdd(desc_word(a, 0), off),
+                                llvm::PointerType::getUnqual(element_type(nc_dtype(a.k))));
+    return true;
+  }
+
+  bool read_element(const PrimitiveCallNode& p, NcVal a, const std::vector<NcVal>& idx,
+                    NcVal& out) {
+    llvm::Value* at = nullptr;
+    if (!element_address(p, a, idx, at)) return false;
+    const int dt = nc_dtype(a.k);
+    llvm::Value* v = b_.CreateLoad(element_type(dt), at);
+    out.k = kNcElements[dt];
+    if (out.k == NcKind::NpInt32) v = b_.CreateSExt(v, b_.getInt64Ty());
+    if (out.k == NcKind::NpBool) v = b_.CreateICmpNE(v, b_.getInt8(0));
+    out.v = v;
+    return true;
+  }
+
+  // a[i, ...] = v, cast as NumPy casts it (a float into an int array is not
+  // compiled; an int beyond int32 bails), the old bytes logged for an undo.
+  bool write_element(const PrimitiveCallNode& p, NcVal a, NcVal v, const std::vector<NcVal>& idx) {
+    if (!nc_number(v.k)) return refuse(&p, "a value written to an array that is not a number");
+    const int dt = nc_dtype(a.k);
+    const DType dtype = kNcDtypes[dt];
+    llvm::Value* stored = nullptr;
+    if (dtype == DType::float64) {
+      stored = nc_int_kind(v.k) && v.k != NcKind::NpInt32 ? b_.CreateSIToFP(v.v, b_.getDoubleTy())
+                                                          : as_float(v);
+    } else if (dtype == DType::float32) {
+      stored = as_float32(v);
+    } else if (dtype == DType::bool_) {
+      stored = b_.CreateZExt(truth(v), b_.getInt8Ty());
+    } else {
+      if (nc_float_kind(v.k)) return refuse(&p, "a float written to an int array");
+      stored = as_int(v);
+      if (dtype == DType::int32) {
+        check_int32(stored);
+        stored = b_.CreateTrunc(stored, b_.getInt32Ty());
+      }
+    }
+    bail_if(b_.CreateICmpEQ(desc_word(a, 1), b_.getInt64(0)));  // read-only: the general path's error
+    llvm::Value* at = nullptr;
+    if (!element_address(p, a, idx, at)) return false;
+    log_write(at, element_type(dt), static_cast<int64_t>(dtype_size(dtype)));
+    b_.CreateStore(stored, at);
+    return true;
+  }
+
+  // a.shape[d] and len(a): Python ints.
+  bool dimension(const PrimitiveCallNode& p, NcVal a, NcVal d, NcVal& out) {
+    if (!nc_is_array(a.k)) return refuse(&p, "len or shape of what is not an array");
+    if (!nc_int_kind(d.k)) return refuse(&p, "a shape index that is not an int");
+    const int nd = nc_dims(a.k);
+    llvm::Value* i = d.v;
+    i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, b_.getInt64(nd)), i);
+    bail_if(b_.CreateICmpUGE(i, b_.getInt64(nd)));
+    llvm::Value* at = b_.CreateGEP(b_.getInt64Ty(), a.v, b_.CreateAdd(i, b_.getInt64(2)));
+    out = {b_.CreateLoad(b_.getInt64Ty(), at), NcKind::Int};
+    return true;
+  }
+
+  // Arrays: element reads and writes, len, shape[d]; the translator's check
+  // that a parameter is not a list changed in place; assert.
+  bool array_primitive(const PrimitiveCallNode& p, const std::string& op,
+                       const std::vector<const Node*>& kids, NcVal& out, bool& handled) {
+    handled = true;
+    if (op == "is_mutable_container" && kids.size() == 1) {
+      NcVal v;
+      if (!expr(kids[0], v)) return false;
+      if (v.k == NcKind::None) return refuse(&p, "a value that is not a number or an array");
+      out = {b_.getInt1(false), NcKind::Bool};
+      return true;
+    }
+    if (op == "assert" && !kids.empty()) {
+      NcVal c;
+      if (!expr(kids[0], c)) return false;
+      if (!nc_number(c.k)) return refuse(&p, "an assertion of what is not a number");
+      bail_if(b_.CreateNot(truth(c)));  // the general path raises it
+      out = {};
+      return true;
+    }
+    if (op == "len" && kids.size() == 1) {
+      NcVal a;
+      if (!expr(kids[0], a)) return false;
+      return dimension(p, a, {b_.getInt64(0), NcKind::Int}, out);
+    }
+    if (op == "getitem" && kids.size() == 2) {
+      auto* sh = dynamic_cast<const PrimitiveCallNode*>(kids[0]);
+      if (sh && !sh->unfused() && sh->spec()->name == "shape" && sh->children().size() == 1) {
+        NcVal a, d;
+        if (!expr(sh->children()[0], a) || !expr(kids[1], d)) return false;
+        return dimension(p, a, d, out);
+      }
+    }
+    if ((op == "getitem" || op == "setitem") && kids.size() >= 2) {
+      std::vector<NcVal> vals(kids.size());
+      for (size_t i = 0; i < kids.size(); ++i)
+        if (!expr(kids[i], vals[i])) return false;
+      if (!nc_is_array(vals[0].k)) {
+        handled = false;  // not an array: refused below
+        return refuse(&p, "an index into what is not an array");
+      }
+      if (op == "getitem")
+        return read_element(p, vals[0], std::vector<NcVal>(vals.begin() + 1, vals.end()), out);
+      if (!write_element(p, vals[0], vals[1], std::vector<NcVal>(vals.begin() + 2, vals.end())))
+        return false;
+      out = vals[0];
+      return true;
+    }
+    handled = false;
+    return true;
+  }
+
   bool primitive(const PrimitiveCallNode& p, NcVal& out) {
     if (p.unfused()) return expr(p.unfused(), out);  // a fused call: its expression
     const std::vector<const Node*> kids = p.children();
     std::string op = p.spec()->name;
+    {
+      bool handled = false;
+      const bool ok = array_primitive(p, op, kids, out, handled);
+      if (handled || !ok) return ok;
+    }
     if (op == "remainder" || op == "imod") op = "mod";
     if (op == "iadd" || op == "isub" || op == "imul" || op == "ifloordiv")
       op = op == "iadd" ? "add" : op == "isub" ? "subtract" : op == "imul" ? "multiply" : "floor_divide";
@@ -430,17 +812,19 @@ class NcCompiler {
       return true;
     }
     if (kids.size() == 1 && op == "negative") {
-      if (vals[0].k == NcKind::Float) {
-        out = {b_.CreateFNeg(vals[0].v), NcKind::Float};
+      const NcKind k = vals[0].k;
+      if (nc_float_kind(k)) {
+        out = {b_.CreateFNeg(vals[0].v), k};
         return true;
       }
-      if (vals[0].k == NcKind::None) return refuse(&p, "an operand is not a number");
+      if (!nc_number(k) || k == NcKind::NpBool) return refuse(&p, "an operand is not a number");
       out = {checked(llvm::Intrinsic::ssub_with_overflow, b_.getInt64(0), as_int(vals[0])),
-             NcKind::Int};
+             k == NcKind::Bool ? NcKind::Int : k};
+      if (k == NcKind::NpInt32) check_int32(out.v);
       return true;
     }
     if (kids.size() == 1 && (op == "logical_not" || op == "not" || op == "not_")) {
-      if (vals[0].k == NcKind::None) return refuse(&p, "an operand is not a number");
+      if (!nc_number(vals[0].k)) return refuse(&p, "an operand is not a number");
       out = {b_.CreateNot(truth(vals[0])), NcKind::Bool};
       return true;
     }
@@ -465,7 +849,8 @@ class NcCompiler {
     std::vector<NcKind> kinds;
     for (size_t i = 0; i < args.size(); ++i) {
       if (!expr(kids[i + 1], args[i])) return false;
-      if (args[i].k == NcKind::None) return refuse(kids[i + 1], "an argument is not a number");
+      if (args[i].k == NcKind::None)
+        return refuse(kids[i + 1], "an argument is not a number or an array");
       kinds.push_back(args[i].k);
     }
     const size_t before = funcs.size();
@@ -488,8 +873,9 @@ class NcCompiler {
   bool if_node(const IfNode& n, NcVal& out) {
     const std::vector<const Node*> kids = n.children();
     NcVal c;
+    cond_ctx_ = true;
     if (!expr(kids[0], c)) return false;
-    if (c.k == NcKind::None) return refuse(kids[0], "a condition that is not a number");
+    if (!nc_number(c.k)) return refuse(kids[0], "a condition that is not a number");
     llvm::Function* fn = funcs[cur_].fn;
     auto* tb = llvm::BasicBlock::Create(ctx_, "then", fn);
     auto* eb = llvm::BasicBlock::Create(ctx_, "else", fn);
@@ -560,8 +946,9 @@ class NcCompiler {
     flag->setAlignment(llvm::Align(1));
     bail_if(b_.CreateICmpNE(flag, b_.getInt8(0)));
     NcVal c;
+    cond_ctx_ = true;
     if (!expr(kids[0], c)) return false;
-    if (c.k == NcKind::None || dead_) return refuse(kids[0], "a loop condition that is not a number");
+    if (!nc_number(c.k) || dead_) return refuse(kids[0], "a loop condition that is not a number");
     b_.CreateCondBr(truth(c), body, exit);
     b_.SetInsertPoint(body);
     const std::vector<bool> before = assigned_;
@@ -580,12 +967,15 @@ class NcCompiler {
     return true;
   }
 
-  bool logical(const LogicalNode& n, NcVal& out) {
+  // `as_condition`: the value is only tested (an if's or a loop's
+  // condition), so Python's and NumPy's bools may meet.
+  bool logical(const LogicalNode& n, bool as_condition, NcVal& out) {
     const std::vector<const Node*> kids = n.children();
     const bool is_and = n.label() == "&&";
     NcVal x, y;
+    cond_ctx_ = as_condition;
     if (!expr(kids[0], x)) return false;
-    if (x.k != NcKind::Bool) return refuse(&n, "and/or of what is not a bool");
+    if (!nc_bool_kind(x.k)) return refuse(&n, "and/or of what is not a bool");
     llvm::Function* fn = funcs[cur_].fn;
     llvm::BasicBlock* from = b_.GetInsertBlock();
     auto* rhs = llvm::BasicBlock::Create(ctx_, "rhs", fn);
@@ -596,21 +986,26 @@ class NcCompiler {
       b_.CreateCondBr(x.v, done, rhs);
     b_.SetInsertPoint(rhs);
     const std::vector<bool> before = assigned_;
+    cond_ctx_ = as_condition;
     if (!expr(kids[1], y)) return false;
     assigned_ = before;
-    if (y.k != NcKind::Bool || dead_) return refuse(&n, "and/or of what is not a bool");
+    if (!nc_bool_kind(y.k) || dead_) return refuse(&n, "and/or of what is not a bool");
+    if (x.k != y.k && !as_condition)
+      return refuse(&n, "and/or of a Python bool and NumPy's bool whose value is kept");
     llvm::BasicBlock* r_end = b_.GetInsertBlock();
     b_.CreateBr(done);
     b_.SetInsertPoint(done);
     llvm::PHINode* phi = b_.CreatePHI(b_.getInt1Ty(), 2);
     phi->addIncoming(x.v, from);
     phi->addIncoming(y.v, r_end);
-    out = {phi, NcKind::Bool};
+    out = {phi, x.k == y.k ? x.k : NcKind::Bool};
     return true;
   }
 
   bool expr(const Node* n, NcVal& out) {
     out = {};
+    const bool as_condition = cond_ctx_;
+    cond_ctx_ = false;
     if (dead_) return true;  // after a return: nothing runs
     if (auto* k = dynamic_cast<const ConstantNode*>(n)) {
       Value v;
@@ -644,7 +1039,7 @@ class NcCompiler {
         return true;
       }
       if (v.k == NcKind::None)
-        return refuse(n, "a value that is not a number ('" + a->value()->label() + "')");
+        return refuse(n, "a value that is not a number or an array ('" + a->value()->label() + "')");
       if (kinds_[a->slot()] != NcKind::None && kinds_[a->slot()] != v.k)
         return refuse(n, "a variable that changes kind");
       set_slot(a->slot(), v);
@@ -658,7 +1053,7 @@ class NcCompiler {
     if (auto* p = dynamic_cast<const PrimitiveCallNode*>(n)) return primitive(*p, out);
     if (auto* c = dynamic_cast<const CallNode*>(n)) return call(*c, out);
     if (auto* i = dynamic_cast<const IfNode*>(n)) return if_node(*i, out);
-    if (auto* l = dynamic_cast<const LogicalNode*>(n)) return logical(*l, out);
+    if (auto* l = dynamic_cast<const LogicalNode*>(n)) return logical(*l, as_condition, out);
     if (auto* w = dynamic_cast<const WhileNode*>(n)) return while_node(*w, out);
     if (auto* c = dynamic_cast<const ControlNode*>(n)) {
       if (c->label() != "return") {
@@ -683,6 +1078,7 @@ class NcCompiler {
   std::map<NcKey, NcKind>& ret_guess_;
   size_t cur_ = 0;
   bool dead_ = false;
+  bool cond_ctx_ = false;  // the next expression is a condition (see logical)
   std::vector<llvm::AllocaInst*> slots_;
   std::vector<NcKind> kinds_;
   std::vector<bool> assigned_;
@@ -695,21 +1091,28 @@ void nc_add_entry(llvm::LLVMContext& ctx, llvm::Module& mod, const NcFunc& f,
                   const std::string& name) {
   llvm::IRBuilder<> b(ctx);
   auto* i64p = llvm::PointerType::getUnqual(b.getInt64Ty());
-  auto* ft = llvm::FunctionType::get(b.getInt32Ty(), {i64p, i64p}, false);
+  auto* i32p = llvm::PointerType::getUnqual(b.getInt32Ty());
+  auto* ft = llvm::FunctionType::get(b.getInt32Ty(), {i64p, i64p, i32p}, false);
   auto* fn = llvm::Function::Create(ft, llvm::Function::ExternalLinkage, name, mod);
   b.SetInsertPoint(llvm::BasicBlock::Create(ctx, "entry", fn));
-  llvm::Value* status = b.CreateAlloca(b.getInt32Ty());
+  llvm::Value* status = fn->getArg(2);
   b.CreateStore(b.getInt32(0), status);
   std::vector<llvm::Value*> args{status, b.getInt32(0)};
   for (size_t i = 0; i < f.args.size(); ++i) {
     llvm::Value* w = b.CreateLoad(b.getInt64Ty(), b.CreateConstGEP1_64(b.getInt64Ty(), fn->getArg(0), i));
-    if (f.args[i] == NcKind::Float) w = b.CreateBitCast(w, b.getDoubleTy());
-    if (f.args[i] == NcKind::Bool) w = b.CreateICmpNE(w, b.getInt64(0));
+    const NcKind k = f.args[i];
+    if (k == NcKind::Float || k == NcKind::NpFloat64 || k == NcKind::NpFloat32)
+      w = b.CreateBitCast(w, b.getDoubleTy());
+    if (k == NcKind::NpFloat32) w = b.CreateFPTrunc(w, b.getFloatTy());  // exact: it was one
+    if (nc_bool_kind(k)) w = b.CreateICmpNE(w, b.getInt64(0));
+    if (nc_is_array(f.args[i])) w = b.CreateIntToPtr(w, llvm::PointerType::getUnqual(b.getInt64Ty()));
     args.push_back(w);
   }
   llvm::Value* r = b.CreateCall(f.fn, args);
-  if (f.ret == NcKind::Float) r = b.CreateBitCast(r, b.getInt64Ty());
-  if (f.ret == NcKind::Bool) r = b.CreateZExt(r, b.getInt64Ty());
+  if (f.ret == NcKind::NpFloat32) r = b.CreateFPExt(r, b.getDoubleTy());
+  if (f.ret == NcKind::Float || f.ret == NcKind::NpFloat64 || f.ret == NcKind::NpFloat32)
+    r = b.CreateBitCast(r, b.getInt64Ty());
+  if (nc_bool_kind(f.ret)) r = b.CreateZExt(r, b.getInt64Ty());
   b.CreateStore(r, fn->getArg(1));
   b.CreateRet(b.CreateLoad(b.getInt32Ty(), status));
 }
@@ -859,9 +1262,58 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   NcKey key{&code, {}};
   key.args.reserve(args.size());
   int64_t words[16];
+  // The arrays' descriptors (see desc_word), one after another.
+  int64_t descs_small[64];
+  std::vector<int64_t> descs_big;
+  int64_t* descs = descs_small;
+  size_t words_needed = 0;
+  for (const Value& a : args)
+    if (a.is_array() && a.as_array().ndim() > 0)
+      words_needed += 2 + 2 * static_cast<size_t>(a.as_array().ndim());
+  if (words_needed > 64) {
+    descs_big.resize(words_needed);
+    descs = descs_big.data();
+  }
+  size_t used = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const Value& a = args[i];
-    if (a.is_int()) {
+    if (a.is_array()) {
+      const Array& x = a.as_array();
+      const int nd = x.ndim();
+      int dt = -1;
+      for (int d = 0; d < 5; ++d)
+        if (kNcDtypes[d] == x.dtype()) dt = d;
+      if (dt < 0 || nd > kNcMaxDims || x.weak()) return false;
+      if (nd == 0) {  // NumPy's scalar (np.int32(3), np.float32(x), a 0-d array): its value
+        const NcKind k = kNcElements[dt];
+        key.args.push_back(k);
+        const void* at = x.origin_raw();
+        if (k == NcKind::NpFloat64 || k == NcKind::NpFloat32) {
+          const double d = k == NcKind::NpFloat64 ? *static_cast<const double*>(at)
+                                                  : *static_cast<const float*>(at);
+          std::memcpy(&words[i], &d, sizeof d);
+        } else if (k == NcKind::NpInt64) {
+          words[i] = *static_cast<const int64_t*>(at);
+        } else if (k == NcKind::NpInt32) {
+          words[i] = *static_cast<const int32_t*>(at);
+        } else {
+          words[i] = *static_cast<const bool*>(at) ? 1 : 0;
+        }
+        continue;
+      }
+      int64_t* desc = descs + used;
+      used += 2 + 2 * static_cast<size_t>(nd);
+      desc[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(x.origin_raw()));
+      desc[1] = x.writable() ? 1 : 0;
+      const std::vector<int64_t> strides = x.strides();
+      const auto item = static_cast<int64_t>(dtype_size(x.dtype()));
+      for (int d = 0; d < nd; ++d) {
+        desc[2 + d] = x.shape()[static_cast<size_t>(d)];
+        desc[2 + nd + d] = strides[static_cast<size_t>(d)] * item;
+      }
+      key.args.push_back(nc_array_kind(dt, nd));
+      words[i] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(desc));
+    } else if (a.is_int()) {
       key.args.push_back(NcKind::Int);
       words[i] = a.as_int();
     } else if (a.is_float()) {
@@ -888,19 +1340,50 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   }
   if (!compiled->entry || !nc_guards_hold(*compiled, closure)) return false;
   int64_t result = 0;
-  if (compiled->entry(words, &result) != 0) return false;
+  NcContext context;
+  nc_undo_begin(context);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!args[i].is_array() || args[i].as_array().ndim() == 0) continue;
+    const Array& x = args[i].as_array();
+    nc_undo_cover(reinterpret_cast<const int64_t*>(static_cast<uintptr_t>(words[i])), x.ndim(),
+                  dtype_size(x.dtype()));
+  }
+  if (compiled->entry(words, &result, &context.status) != 0) {
+    if (context.lost) {
+      throw MemoryError(error_message("[", code.name,
+                                      "] out of memory for the undo log of a native call that "
+                                      "must run again on the general path (at ",
+                                      code.loc.str(), ")"));
+    }
+    nc_undo(context);  // the general path runs the call on the arrays as they were
+    return false;
+  }
+  double d;
+  std::memcpy(&d, &result, sizeof d);
   switch (compiled->ret) {
     case NcKind::Int:
       out = Value(result);
       break;
-    case NcKind::Float: {
-      double d;
-      std::memcpy(&d, &result, sizeof d);
+    case NcKind::Float:
       out = Value(d);
       break;
-    }
-    default:
+    case NcKind::Bool:
       out = Value(result != 0);
+      break;
+    case NcKind::NpInt64:
+      out = Value(Array::scalar_int(result));
+      break;
+    case NcKind::NpInt32:
+      out = Value(Array::scalar(static_cast<double>(result), DType::int32));
+      break;
+    case NcKind::NpFloat64:
+      out = Value(Array::scalar(d, DType::float64));
+      break;
+    case NcKind::NpFloat32:
+      out = Value(Array::scalar(d, DType::float32));
+      break;
+    default:
+      out = Value(Array::scalar_bool(result != 0));
   }
   return true;
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "tessera/core/recursion_error.hpp"
 #include "tessera/lang/native_calls.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/runtime/interrupt.hpp"
@@ -893,7 +894,12 @@ Future<Value> invoke_with(const Value& fn, std::vector<A> args, const SourceLoc&
   if constexpr (std::is_same_v<A, Value>) {
     // Scalar code over Python numbers: a native function (native_calls.cpp).
     Value native_result;
-    if (native_call(*closure, args, native_result)) return Future<Value>::ready(std::move(native_result));
+    try {
+      if (native_call(*closure, args, native_result))
+        return Future<Value>::ready(std::move(native_result));
+    } catch (...) {  // its writes could not be undone (MemoryError)
+      return fail_at(loc, std::current_exception());
+    }
   }
   if (tl_call_depth >= kMaxCallDepthOffWorker && !in_worker()) {
     // Deep recursion moves to a worker's large stack.
@@ -949,7 +955,7 @@ Future<Value> invoke_with(const Value& fn, std::vector<A> args, const SourceLoc&
     frame->set(k, *closure->defaults()[k]);
   }
   if (tl_call_depth >= kMaxCallDepth) {
-    return fail_with<std::runtime_error>(
+    return fail_with<RecursionError>(
         loc, error_message("[", code.name, "] maximum call depth of ", kMaxCallDepth,
                            " exceeded (unbounded recursion?)"));
   }

@@ -22,6 +22,7 @@
 
 #include "tessera/core/array.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/recursion_error.hpp"
 #include "tessera/distributed/comm.hpp"
 #include "tessera/distributed/heartbeat.hpp"
 #include "tessera/distributed/locality.hpp"
@@ -164,6 +165,8 @@ void translate(std::exception_ptr error) {
     PyErr_SetString(PyExc_ValueError, e.what());
   } catch (const std::overflow_error& e) {
     PyErr_SetString(PyExc_OverflowError, e.what());
+  } catch (const RecursionError& e) {
+    PyErr_SetString(PyExc_RecursionError, e.what());
   } catch (const std::runtime_error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
   }

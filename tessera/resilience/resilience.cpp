@@ -20,6 +20,7 @@
 #include <unordered_map>
 
 #include "tessera/core/error.hpp"
+#include "tessera/core/recursion_error.hpp"
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/resilience/faults.hpp"
@@ -224,6 +225,8 @@ std::exception_ptr same_kind(const std::exception_ptr& error, const std::string&
     return std::make_exception_ptr(std::out_of_range(msg));
   } catch (const std::overflow_error&) {
     return std::make_exception_ptr(std::overflow_error(msg));
+  } catch (const RecursionError&) {
+    return std::make_exception_ptr(RecursionError(msg));
   } catch (...) {
     return std::make_exception_ptr(std::runtime_error(msg));
   }

@@ -401,7 +401,7 @@ def test_line_directive_names_the_python_file():
         (
             "define(f, n, f(n + 1)) f(0)",
             [],
-            RuntimeError,
+            RecursionError,
             r"\[f\] maximum call depth of 4000 exceeded",
         ),
         ("define(f, x, x) f", [1, 2], ValueError, r"\[f\] takes 1 argument but 2 were given"),

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "tessera/core/recursion_error.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/runtime/scheduler.hpp"
@@ -147,8 +148,9 @@ TEST(LangErrors, RuntimeErrorsCarryTheirPosition) {
 }
 
 TEST(LangErrors, RunawayRecursionIsAnErrorNotACrash) {
-  EXPECT_TRUE(throws_with<std::runtime_error>([] { run("define(f, n, f(n + 1)) f(0)"); },
-                                              "maximum call depth"));
+  // Python's RecursionError (a runtime_error, as Python's is a RuntimeError).
+  EXPECT_TRUE(throws_with<RecursionError>([] { run("define(f, n, f(n + 1)) f(0)"); },
+                                          "maximum call depth"));
   // Deep but bounded recursion works.
   EXPECT_EQ(run("define(f, n, if(n == 0, 0, 1 + f(n - 1))) f(3000)").as_int(), 3000);
 }
