@@ -186,7 +186,11 @@ void Dict::set(Value key, Value value) {
 
 void Dict::truncate(size_t n) {
   if (n >= items.size()) return;
-  if (indexed_ == items.size() && !slots_.empty()) {
+  if (indexed_ != items.size()) {  // items pushed directly: no index until the next set()
+    slots_.clear();
+    indexed_ = 0;
+  }
+  if (!slots_.empty()) {
     // Linear probing: a key's run of slots was laid before any newer key's,
     // so the newest keys' slots can be emptied, newest first, without
     // breaking an older key's run.

@@ -4,6 +4,7 @@ and as plain NumPy, and compare type, shape, dtype and values."""
 import copy
 import hashlib
 import importlib.util
+import inspect
 import json
 import os
 import subprocess
@@ -208,6 +209,21 @@ def run_json_on_every_path(template: str) -> dict:
         stdout, stderr = run_script(template, **env)
         out[mode] = (json.loads(stdout), stderr)
     return out
+
+
+def run_on_every_path(template: str, **env) -> dict:
+    """{path: (stdout, stderr)} of run_script(template) on each of the three PATHS,
+    with ``env`` added (``TESSERA_CACHE_DIR="0"``: loops compiled, not loaded)."""
+    return {mode: run_script(template, **{**penv, **env}) for mode, penv in PATHS.items()}
+
+
+def loop_log_lines(log: str, f, text: str) -> list:
+    """The lines of a ``TESSERA_FAST_LOOPS=debug`` log that say ``text`` of a loop
+    written in function ``f`` (by its file and the lines of its source)."""
+    body, first = inspect.getsourcelines(f)
+    where = os.path.basename(f.__code__.co_filename)
+    own = {f"{where}:{first + k}:" for k in range(len(body))}
+    return [ln for ln in log.splitlines() if text in ln and any(w in ln for w in own)]
 
 
 def same_as_python(f, *args):

@@ -10,7 +10,7 @@ after many such writes takes back exactly the writes since its checkpoint."""
 import inspect
 
 import pytest
-from jit_check import cases_script, run_script, same_as_python
+from jit_check import cases_script, loop_log_lines, run_on_every_path, same_as_python
 
 import tessera
 
@@ -141,17 +141,20 @@ _SCRIPT = cases_script("test_fast_loop_nested_writes")
 
 
 def test_every_path_prints_the_same():
-    native, _ = run_script(_SCRIPT, TESSERA_NATIVE="1", TESSERA_CACHE_DIR="0")
-    interp, log = run_script(_SCRIPT, TESSERA_NATIVE="0", TESSERA_FAST_LOOPS="debug")
-    general, _ = run_script(_SCRIPT, TESSERA_FAST_LOOPS="0")
-    assert native == interp == general
+    out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
+    native, log = out["native"]
+    assert native == out["interpreter"][0] == out["general"][0]
     assert "IndexError" in native
     # The loops writing items of items stay on the loop interpreter: no
     # roll-back to the general path (the loops building the tables, whose
     # appends of lists are the general path's, may).
     for f in (levenshtein, knapsack, pair_counts, buckets, table_given, row_aliased, char_counts):
-        body, first = inspect.getsourcelines(f)
-        lines = [first + k for k, text in enumerate(body) if " for _ in " not in text]
-        rolled = [ln for ln in log.splitlines() if "rolled back" in ln and any(
-            f"nested_writes.py:{k}:" in ln for k in lines)]
+        rolled = [ln for ln in loop_log_lines(log, f, "rolled back")
+                  if not any(f":{k}:" in ln for k in _table_builders(f))]
         assert not rolled, (f.__name__, rolled)
+
+
+def _table_builders(f):
+    """The lines of f that build a table by a comprehension (`for _ in`)."""
+    body, first = inspect.getsourcelines(f)
+    return [first + k for k, text in enumerate(body) if " for _ in " in text]

@@ -6,7 +6,7 @@ keep the other keys found, and insertion order is kept; on every path (native
 code, the register interpreter, the general evaluation) at 1 and 2 threads."""
 
 import pytest
-from jit_check import cases_script, run_script, same_as_python
+from jit_check import cases_script, run_on_every_path, same_as_python
 
 import tessera
 
@@ -121,7 +121,5 @@ _SCRIPT = cases_script("test_jit_dict_index")
 
 
 def test_every_path_prints_the_same():
-    native, _ = run_script(_SCRIPT, TESSERA_NATIVE="1", TESSERA_CACHE_DIR="0")
-    interp, _ = run_script(_SCRIPT, TESSERA_NATIVE="0")
-    general, _ = run_script(_SCRIPT, TESSERA_FAST_LOOPS="0")
-    assert native == interp == general
+    out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
+    assert out["native"][0] == out["interpreter"][0] == out["general"][0]

@@ -7,12 +7,9 @@ code, the register interpreter and the general evaluation, at 1 and 2
 threads; the loops must run as native code (the debug log). Lists of lists
 indexed the same way keep Python's meaning."""
 
-import inspect
-import os
-
 import numpy as np
 import pytest
-from jit_check import cases_script, check, run_script
+from jit_check import cases_script, check, loop_log_lines, run_on_every_path
 
 import tessera
 
@@ -190,21 +187,14 @@ _SCRIPT = cases_script("test_native_chains")
 
 
 def test_native_interpreter_and_general_print_the_same():
-    native, log = run_script(_SCRIPT, TESSERA_NATIVE="debug", TESSERA_CACHE_DIR="0")
-    interp, _ = run_script(_SCRIPT, TESSERA_NATIVE="0")
-    general, _ = run_script(_SCRIPT, TESSERA_FAST_LOOPS="0")
-    assert native == interp == general
+    out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
+    native, log = out["native"]
+    assert native == out["interpreter"][0] == out["general"][0]
     assert "IndexError" in native
     # The chained loops compiled to native code (not refused by the generator).
     for f in (add_one_chained, matmul_chained, floyd_warshall, negative_and_mixed, three_dims,
               int_and_float32, edit_distance_rows, rows_dot, hyantes_like, row_by_index,
               row_read_before_assigned, rows_of_ints_and_float32):
-        body, first = inspect.getsourcelines(f)
-        own = range(first, first + len(body))
-        where = os.path.basename(f.__code__.co_filename)
-        lines = [ln for ln in log.splitlines()
-                 if any(f"{where}:{k}: native code compiled" in ln for k in own)]
-        assert lines, (f.__name__, log)
-        refused = [ln for ln in log.splitlines()
-                   if any(f"{where}:{k}: no native code" in ln for k in own)]
+        assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
+        refused = loop_log_lines(log, f, "no native code")
         assert not refused, (f.__name__, refused)

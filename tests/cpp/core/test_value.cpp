@@ -165,6 +165,37 @@ TEST(DictIndex, FindsWhatAWalkFinds) {
   EXPECT_TRUE(copy.find(Value(int64_t{7 * 4999}))->equals(Value(4999)));
 }
 
+// A roll-back's cut: the newest keys go, the others are still found by the
+// index, and keys set afterwards are found too; a cut after items pushed
+// directly (no index then) walks until the next set().
+TEST(DictIndex, TruncateKeepsTheOlderKeys) {
+  Dict d;
+  for (int64_t i = 0; i < 3000; ++i) d.set(Value(i * 3), Value(i));
+  d.truncate(2000);
+  ASSERT_EQ(d.items.size(), 2000u);
+  for (int64_t i = 0; i < 3000; ++i) {
+    const Value* v = d.find(Value(i * 3));
+    if (i < 2000) {
+      ASSERT_NE(v, nullptr) << i;
+      EXPECT_TRUE(v->equals(Value(i)));
+    } else {
+      EXPECT_EQ(v, nullptr) << i;
+    }
+  }
+  for (int64_t i = 2000; i < 2500; ++i) d.set(Value(i * 3 + 1), Value(-i));
+  EXPECT_TRUE(d.find(Value(int64_t{2400 * 3 + 1}))->equals(Value(int64_t{-2400})));
+  EXPECT_TRUE(d.find(Value(int64_t{1999 * 3}))->equals(Value(int64_t{1999})));
+  d.items.emplace_back(Value("pushed"), Value(1));
+  d.items.emplace_back(Value("pushed too"), Value(2));
+  d.truncate(2100);
+  EXPECT_EQ(d.find(Value("pushed")), nullptr);
+  EXPECT_TRUE(d.find(Value(int64_t{2050 * 3 + 1}))->equals(Value(int64_t{-2050})));
+  EXPECT_EQ(d.find(Value(int64_t{2200 * 3 + 1})), nullptr);
+  d.set(Value("again"), Value(3));
+  EXPECT_TRUE(d.find(Value("again"))->equals(Value(3)));
+  EXPECT_TRUE(d.find(Value(int64_t{7}))  == nullptr);
+}
+
 TEST(DictIndex, EqualNumbersHashAlike) {
   EXPECT_EQ(hash_key(Value(int64_t{3})), hash_key(Value(3.0)));
   EXPECT_EQ(hash_key(Value(true)), hash_key(Value(int64_t{1})));
