@@ -184,6 +184,16 @@ Array batched_product_float(const Array& a0, const Array& b0, const Shape& batch
   const char* pb = static_cast<const char*>(mb->data);
   char* pc = static_cast<char*>(out.raw());
   const int64_t total_rows = static_cast<int64_t>(a_off.size()) * rows_per;
+  if (total_rows == 1 && n > 1 && kn::vector_matrix_splits(dt, ma->col_stride, *mb)) {
+    // x @ B: one row, cut into column tiles instead (each column's sum runs
+    // in the same order in any tile).
+    const int64_t chunks = row_chunks(dt, n, k, 1);
+    parallel_for(chunks, kMinTaskNs * 4, [&](int64_t c0, int64_t c1) {
+      kn::vector_matrix_cols(dt, pa, ma->col_stride, *mb, pc, k, n * c0 / chunks,
+                             n * c1 / chunks);
+    });
+    return out;
+  }
   const int64_t chunks = row_chunks(dt, total_rows, k, n);
   parallel_for(chunks, kMinTaskNs * 4, [&](int64_t c0, int64_t c1) {
     const int64_t begin = total_rows * c0 / chunks, end = total_rows * c1 / chunks;
