@@ -1,7 +1,8 @@
-"""Matrix-vector products of float64 (A @ v, A of shape (m, k)): tessera's own
-dot-product kernel where the CPU has AVX2 and FMA (kernels/linalg.cpp,
-dot_rows), BLAS otherwise. Compared with NumPy, and bit for bit between
-thread counts: each row is summed in the same order whatever tile it is in."""
+"""Matrix-vector products of float64 (A @ v, x @ A, A.T @ v, x @ A.T):
+tessera's own kernels where the CPU has AVX2 and FMA (kernels/linalg.cpp,
+dot_rows and vec_mat, AVX-512 variants in the same order), BLAS otherwise.
+Compared with NumPy, and bit for bit between thread counts and SIMD levels:
+each output element is summed in the same order whatever tile it is in."""
 
 import numpy as np
 import pytest
@@ -122,3 +123,34 @@ def test_avx2_and_avx512_kernels_give_the_same_bits():
     finally:
         tessera.set_simd_level(before)
     assert results["avx2"] == results["avx512"]
+
+
+def quadratic_sum(a, w):
+    return np.sum(np.tanh(a @ w))
+
+
+def test_gradient_through_a_matrix_vector_product():
+    # d/dw sum(tanh(a @ w)) = a.T @ (1 - tanh(a @ w)**2): the transposed
+    # product of the gradient (matmul_tn with a vector), cut into column tiles.
+    rng = np.random.default_rng(29)
+    a, w = rng.standard_normal((700, 1303)) / 30, rng.standard_normal(1303)
+    expected = a.T @ (1.0 - np.tanh(a @ w) ** 2)
+    grads = [tessera.grad(tessera.jit(quadratic_sum, threads=t), argnums=1)(a, w)
+             for t in (1, 2)]
+    assert grads[0].tobytes() == grads[1].tobytes()
+    np.testing.assert_allclose(grads[1], expected, rtol=1e-11, atol=1e-12)
+
+
+def test_blas_level_still_matches_numpy():
+    # At the sse2 level the products go to BLAS's gemv.
+    rng = np.random.default_rng(31)
+    a, v, w = rng.standard_normal((90, 70)), rng.standard_normal(70), rng.standard_normal(90)
+    before = tessera.simd_level()
+    try:
+        tessera.set_simd_level("sse2")
+        check(matvec, a, v, rtol=1e-12, atol=1e-12)
+        check(vecmat, w, a, rtol=1e-12, atol=1e-12)
+        check(t_matvec, a, w, rtol=1e-12, atol=1e-12)
+        check(vecmat_t, v, a, rtol=1e-12, atol=1e-12)
+    finally:
+        tessera.set_simd_level(before)
