@@ -34,10 +34,11 @@ struct BlasMatrix {
 void matmul_rows_strided(DType dt, BlasMatrix a, BlasMatrix b, void* c, int64_t k, int64_t n,
                          int64_t row_begin, int64_t row_end);
 
-// Whether vector_matrix_cols gives every element of y = x B the same bits
-// whatever column range computes it (float64, x contiguous, B row-major or a
-// transposed view, and the CPU's AVX2/AVX-512 kernels in use), so the columns
-// may be cut into tiles at any thread count.
+// Whether products of the vector x (stride incx) with B, x B by
+// vector_matrix_cols and B x by matmul_rows_strided, run tessera's own kernels
+// (float64, x contiguous, B row-major or a transposed view, the CPU's
+// AVX2/AVX-512 in use), which give every output element the same bits
+// whatever columns or rows a call covers: the tiles may follow the thread count.
 bool vector_matrix_splits(DType dt, int64_t incx, BlasMatrix b);
 
 // Columns [col_begin, col_end) of the row vector y = x B, for float32 or
