@@ -9,9 +9,14 @@ times each, and the medians are printed in microseconds per product, with
 the ratio tessera (2 threads) / NumPy, the SIMD level, NumPy's BLAS threads
 and the machine.
 
+--cpu compares the kernels alone on a machine shared with other jobs: tessera
+at 1 thread and NumPy with one BLAS thread (threadpoolctl), each timed by
+the calling thread's CPU time (time.thread_time), so time spent descheduled
+does not count.
+
 Run:
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=python .venv/bin/python \\
-      bench/bench_matvec.py [--sizes 200,500,1000,2000,4000] [--calls 31]
+      bench/bench_matvec.py [--sizes 200,500,1000,2000,4000] [--calls 31] [--cpu]
 """
 
 import argparse
@@ -69,16 +74,48 @@ def per_product_us(fn, args, reps):
     return (time.perf_counter() - t0) / reps * 1e6
 
 
+def one_thread_cpu(args):
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415  (only this mode needs it)
+
+    print("CPU time of the calling thread, us a product: median (best); tessera 1 thread,"
+          " NumPy 1 BLAS thread")
+    print(f"{'product':>8} {'n':>5} {'tessera':>17} {'NumPy':>17} {'ratio':>6}")
+    rng = np.random.default_rng(0)
+    for name in args.products.split(","):
+        fn = PRODUCTS[name.strip()]
+        jf = tessera.jit(fn, threads=1)
+        for n in (int(s) for s in args.sizes.split(",")):
+            A, v = rng.standard_normal((n, n)), rng.standard_normal(n)
+            reps = max(5, int(4e8 / (n * n * 8)))
+            jf(A, v, 2)
+            ts, ns = [], []
+            for _ in range(args.calls):
+                t0 = time.thread_time()
+                jf(A, v, reps)
+                ts.append((time.thread_time() - t0) / reps * 1e6)
+                with threadpool_limits(1, user_api="blas"):
+                    t0 = time.thread_time()
+                    fn(A, v, reps)
+                    ns.append((time.thread_time() - t0) / reps * 1e6)
+            mt, mn = statistics.median(ts), statistics.median(ns)
+            print(f"{name:>8} {n:>5} {mt:7.1f} ({min(ts):7.1f}) {mn:7.1f} ({min(ns):7.1f})"
+                  f" {mt / mn:6.2f}", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="200,500,1000,2000,4000")
     parser.add_argument("--calls", type=int, default=31)
     parser.add_argument("--products", default=",".join(PRODUCTS))
+    parser.add_argument("--cpu", action="store_true", help="one thread each, CPU time")
     args = parser.parse_args()
     print(machine_line())
-    print(f"simd: {tessera.simd_level()}; NumPy {np.__version__}, BLAS threads: {blas_threads()}")
-    print("medians (best of the calls in brackets), us a product; load average "
-          f"{os.getloadavg()[0]:.1f}")
+    print(f"simd: {tessera.simd_level()}; NumPy {np.__version__}, BLAS threads: {blas_threads()}"
+          f"; load average {os.getloadavg()[0]:.1f}")
+    if args.cpu:
+        one_thread_cpu(args)
+        return
+    print("medians (best of the calls in brackets), us a product")
     print(f"{'product':>8} {'n':>5} {'1t us':>17} {'2t us':>17} {'NumPy us':>17} {'2t/NumPy':>13}"
           f" {'GB/s 2t':>8}")
     rng = np.random.default_rng(0)
