@@ -136,8 +136,8 @@ def main():
             med = {key: statistics.median(ts) for key, ts in times.items()}
             best = {key: min(ts) for key, ts in times.items()}
             cells = " ".join(f"{med[key]:7.1f} ({best[key]:7.1f})" for key in (1, 2, "np"))
-            print(f"{name:>8} {n:>5} {cells} {med[2] / med['np']:5.2f} ({best[2] / best['np']:5.2f})"
-                  f" {n * n * 8 / med[2] / 1e3:8.1f}", flush=True)
+            ratio = f"{med[2] / med['np']:5.2f} ({best[2] / best['np']:5.2f})"
+            print(f"{name:>8} {n:>5} {cells} {ratio} {n * n * 8 / med[2] / 1e3:8.1f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -259,7 +259,9 @@ void matmul_rows_bool(const bool* a, const bool* b, bool* c, int64_t k, int64_t 
     for (int q = 0; q < 8; ++q) xv[q] = _mm256_set1_pd(x[i + q]);
     for (int64_t j = 0; j < cw; j += 4) {
       __m256d acc = _mm256_loadu_pd(y + j);
-      for (int q = 0; q < 8; ++q) acc = _mm256_fmadd_pd(xv[q], _mm256_loadu_pd(r + q * lda + j), acc);
+      for (int q = 0; q < 8; ++q) {
+        acc = _mm256_fmadd_pd(xv[q], _mm256_loadu_pd(r + q * lda + j), acc);
+      }
       _mm256_storeu_pd(y + j, acc);
     }
     for (int64_t j = cw; j < cols; ++j) {
@@ -291,7 +293,9 @@ void matmul_rows_bool(const bool* a, const bool* b, bool* c, int64_t k, int64_t 
     for (int q = 0; q < 8; ++q) xv[q] = _mm512_set1_pd(x[i + q]);
     for (int64_t j = 0; j < cw; j += 8) {
       __m512d acc = _mm512_loadu_pd(y + j);
-      for (int q = 0; q < 8; ++q) acc = _mm512_fmadd_pd(xv[q], _mm512_loadu_pd(r + q * lda + j), acc);
+      for (int q = 0; q < 8; ++q) {
+        acc = _mm512_fmadd_pd(xv[q], _mm512_loadu_pd(r + q * lda + j), acc);
+      }
       _mm512_storeu_pd(y + j, acc);
     }
     for (int64_t j = cw; j < cols; ++j) {
@@ -446,7 +450,9 @@ void matmul_rows_strided_blas(const T* a, int64_t ars, int64_t acs, const T* b, 
     bool done = false;
     if constexpr (std::is_same_v<T, double>) {
       // A transposed view's rows are the columns of the matrix it views.
-      if (brs == 1) done = ta ? vec_mat(ar, lda, k, b, cr, rows) : dot_rows(ar, lda, k, b, cr, rows);
+      if (brs == 1) {
+        done = ta ? vec_mat(ar, lda, k, b, cr, rows) : dot_rows(ar, lda, k, b, cr, rows);
+      }
     }
     if (!done) {
       gemv(ta ? CblasTrans : CblasNoTrans, ta ? bk : brows, ta ? brows : bk, ar, lda, b,
@@ -455,7 +461,9 @@ void matmul_rows_strided_blas(const T* a, int64_t ars, int64_t acs, const T* b, 
   } else if (rows == 1) {  // C's row = a's row (stride acs) . B
     bool done = false;
     if constexpr (std::is_same_v<T, double>) {
-      if (acs == 1 || k == 1) done = tb ? dot_rows(b, ldb, k, ar, cr, n) : vec_mat(b, ldb, k, ar, cr, n);
+      if (acs == 1 || k == 1) {
+        done = tb ? dot_rows(b, ldb, k, ar, cr, n) : vec_mat(b, ldb, k, ar, cr, n);
+      }
     }
     if (!done) {
       gemv(tb ? CblasNoTrans : CblasTrans, tb ? bn : bk, tb ? bk : bn, b, ldb, ar,
