@@ -9,6 +9,7 @@
 #include <omp.h>
 #if defined(__x86_64__)
 #include <cpuid.h>
+#include <immintrin.h>
 #endif
 
 #include <algorithm>
@@ -139,32 +140,33 @@ void matmul_rows_bool(const bool* a, const bool* b, bool* c, int64_t k, int64_t 
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-typedef double LinalgV4d __attribute__((vector_size(32)));
+// Matrix-vector kernels of tessera's own for float64 (AVX2 + FMA, and
+// AVX-512), used instead of BLAS's gemv for the bits: every output element is
+// summed in one fixed order whatever rows or columns the call covers, so row
+// and column tiles of a product give the bits of one call at any thread count
+// (BLIS 0.9's dgemv summed a row by its place in the call). The AVX-512
+// variants keep the AVX2 variants' order, so the SIMD level does not change
+// the bits either.
+//
+// dot_rows: y[i] = a[i, :] . x, each row summed by two 4-wide accumulators
+// over k in steps of 8 (columns j..j+3 and j+4..j+7), added, then their lanes
+// ((0 + 1) + (2 + 3)), then the last k % 8 columns by scalar FMAs. AVX2 runs
+// four rows at a time sharing each load of x; AVX-512 holds both accumulators
+// of a row in one 8-wide register and runs eight rows at a time.
 
-// y[i] = a[i, :] . x for `rows` rows of length k (leading dimension lda), with
-// AVX2 and FMA, four rows at a time sharing each load of x. Each row is summed
-// in the same order whichever rows it is grouped with -- two 4-wide
-// accumulators over k in steps of 8, added, then its lanes, then the tail --
-// so the result does not depend on how the rows are cut into tiles, nor on the
-// thread count (BLIS 0.9's dgemv summed a row by its place in the call). At
-// 1000 x 1000 in the cache: 116 us, BLIS 129, OpenBLAS 56.
-[[gnu::target("avx2,fma"), gnu::always_inline]] inline LinalgV4d linalg_load4(const double* p) {
-  LinalgV4d v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-
-// A row's sum: its two accumulators added, then the lanes, then the tail.
-[[gnu::target("avx2,fma"), gnu::always_inline]] inline double linalg_row_sum(
-    LinalgV4d s0, LinalgV4d s1, const double* row, const double* x, int64_t k8, int64_t k) {
-  const LinalgV4d s = s0 + s1;
-  double r = (s[0] + s[1]) + (s[2] + s[3]);
+// A row's sum from its two accumulators, then the tail.
+[[gnu::target("avx2,fma"), gnu::always_inline]] inline double matvec_finish_row(
+    __m256d s0, __m256d s1, const double* row, const double* x, int64_t k8, int64_t k) {
+  alignas(32) double l[4];
+  _mm256_store_pd(l, _mm256_add_pd(s0, s1));
+  double r = (l[0] + l[1]) + (l[2] + l[3]);
   for (int64_t j = k8; j < k; ++j) r = __builtin_fma(row[j], x[j], r);
   return r;
 }
 
-[[gnu::target("avx2,fma")]] void dot_rows_avx2(const double* a, int64_t lda, int64_t k,
-                                                const double* x, double* y, int64_t rows) {
+[[gnu::target("avx2,fma")]] void matvec_dot_rows_avx2(const double* a, int64_t lda, int64_t k,
+                                                       const double* x, double* y,
+                                                       int64_t rows) {
   const int64_t k8 = k - k % 8;
   int64_t i = 0;
   for (; i + 4 <= rows; i += 4) {
@@ -172,45 +174,180 @@ typedef double LinalgV4d __attribute__((vector_size(32)));
     const double* r1 = r0 + lda;
     const double* r2 = r1 + lda;
     const double* r3 = r2 + lda;
-    LinalgV4d s[8] = {};
+    __m256d s[8];
+    for (auto& v : s) v = _mm256_setzero_pd();
     for (int64_t j = 0; j < k8; j += 8) {
-      const LinalgV4d x0 = linalg_load4(x + j), x1 = linalg_load4(x + j + 4);
-      s[0] = __builtin_ia32_vfmaddpd256(linalg_load4(r0 + j), x0, s[0]);
-      s[1] = __builtin_ia32_vfmaddpd256(linalg_load4(r0 + j + 4), x1, s[1]);
-      s[2] = __builtin_ia32_vfmaddpd256(linalg_load4(r1 + j), x0, s[2]);
-      s[3] = __builtin_ia32_vfmaddpd256(linalg_load4(r1 + j + 4), x1, s[3]);
-      s[4] = __builtin_ia32_vfmaddpd256(linalg_load4(r2 + j), x0, s[4]);
-      s[5] = __builtin_ia32_vfmaddpd256(linalg_load4(r2 + j + 4), x1, s[5]);
-      s[6] = __builtin_ia32_vfmaddpd256(linalg_load4(r3 + j), x0, s[6]);
-      s[7] = __builtin_ia32_vfmaddpd256(linalg_load4(r3 + j + 4), x1, s[7]);
+      const __m256d x0 = _mm256_loadu_pd(x + j), x1 = _mm256_loadu_pd(x + j + 4);
+      s[0] = _mm256_fmadd_pd(_mm256_loadu_pd(r0 + j), x0, s[0]);
+      s[1] = _mm256_fmadd_pd(_mm256_loadu_pd(r0 + j + 4), x1, s[1]);
+      s[2] = _mm256_fmadd_pd(_mm256_loadu_pd(r1 + j), x0, s[2]);
+      s[3] = _mm256_fmadd_pd(_mm256_loadu_pd(r1 + j + 4), x1, s[3]);
+      s[4] = _mm256_fmadd_pd(_mm256_loadu_pd(r2 + j), x0, s[4]);
+      s[5] = _mm256_fmadd_pd(_mm256_loadu_pd(r2 + j + 4), x1, s[5]);
+      s[6] = _mm256_fmadd_pd(_mm256_loadu_pd(r3 + j), x0, s[6]);
+      s[7] = _mm256_fmadd_pd(_mm256_loadu_pd(r3 + j + 4), x1, s[7]);
     }
-    y[i] = linalg_row_sum(s[0], s[1], r0, x, k8, k);
-    y[i + 1] = linalg_row_sum(s[2], s[3], r1, x, k8, k);
-    y[i + 2] = linalg_row_sum(s[4], s[5], r2, x, k8, k);
-    y[i + 3] = linalg_row_sum(s[6], s[7], r3, x, k8, k);
+    y[i] = matvec_finish_row(s[0], s[1], r0, x, k8, k);
+    y[i + 1] = matvec_finish_row(s[2], s[3], r1, x, k8, k);
+    y[i + 2] = matvec_finish_row(s[4], s[5], r2, x, k8, k);
+    y[i + 3] = matvec_finish_row(s[6], s[7], r3, x, k8, k);
   }
   for (; i < rows; ++i) {
     const double* r0 = a + i * lda;
-    LinalgV4d s0 = {}, s1 = {};
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     for (int64_t j = 0; j < k8; j += 8) {
-      s0 = __builtin_ia32_vfmaddpd256(linalg_load4(r0 + j), linalg_load4(x + j), s0);
-      s1 = __builtin_ia32_vfmaddpd256(linalg_load4(r0 + j + 4), linalg_load4(x + j + 4), s1);
+      s0 = _mm256_fmadd_pd(_mm256_loadu_pd(r0 + j), _mm256_loadu_pd(x + j), s0);
+      s1 = _mm256_fmadd_pd(_mm256_loadu_pd(r0 + j + 4), _mm256_loadu_pd(x + j + 4), s1);
     }
-    y[i] = linalg_row_sum(s0, s1, r0, x, k8, k);
+    y[i] = matvec_finish_row(s0, s1, r0, x, k8, k);
   }
 }
 
-// The rows' dot products by dot_rows_avx2 where the CPU has AVX2 and FMA
-// (and the SIMD level allows it); false: the caller uses BLAS.
+#define TESSERA_MATVEC_AVX512 "avx2,fma,avx512f,avx512vl,avx512bw,avx512dq"
+
+// The 8-wide accumulator's halves are the AVX2 kernel's s0 (lanes 0-3) and s1.
+[[gnu::target(TESSERA_MATVEC_AVX512), gnu::always_inline]] inline double matvec_finish_row512(
+    __m512d s, const double* row, const double* x, int64_t k8, int64_t k) {
+  alignas(64) double l[8];
+  _mm512_store_pd(l, s);
+  double r = (l[0] + l[4] + (l[1] + l[5])) + (l[2] + l[6] + (l[3] + l[7]));
+  for (int64_t j = k8; j < k; ++j) r = __builtin_fma(row[j], x[j], r);
+  return r;
+}
+
+[[gnu::target(TESSERA_MATVEC_AVX512)]] void matvec_dot_rows_avx512(const double* a, int64_t lda,
+                                                                  int64_t k, const double* x,
+                                                                  double* y, int64_t rows) {
+  const int64_t k8 = k - k % 8;
+  int64_t i = 0;
+  for (; i + 8 <= rows; i += 8) {
+    const double* r = a + i * lda;
+    __m512d s[8];
+    for (auto& v : s) v = _mm512_setzero_pd();
+    for (int64_t j = 0; j < k8; j += 8) {
+      const __m512d xv = _mm512_loadu_pd(x + j);
+      for (int q = 0; q < 8; ++q) {
+        s[q] = _mm512_fmadd_pd(_mm512_loadu_pd(r + q * lda + j), xv, s[q]);
+      }
+    }
+    for (int q = 0; q < 8; ++q) y[i + q] = matvec_finish_row512(s[q], r + q * lda, x, k8, k);
+  }
+  for (; i < rows; ++i) {
+    const double* r = a + i * lda;
+    __m512d s = _mm512_setzero_pd();
+    for (int64_t j = 0; j < k8; j += 8) {
+      s = _mm512_fmadd_pd(_mm512_loadu_pd(r + j), _mm512_loadu_pd(x + j), s);
+    }
+    y[i] = matvec_finish_row512(s, r, x, k8, k);
+  }
+}
+
+// vec_mat: y[j] = sum over i of x[i] a[i, j] for j < cols, as one chain of
+// FMAs per element in the order of i (y[j] = fma(x[i], a[i, j], y[j]) from
+// 0), whatever the vector width: eight rows at a time stream through the
+// columns, each element's partial sum loaded, carried through the eight
+// rows' FMAs in order, and stored.
+[[gnu::target("avx2,fma")]] void matvec_vec_mat_avx2(const double* a, int64_t lda, int64_t k,
+                                                      const double* x, double* y,
+                                                      int64_t cols) {
+  std::fill(y, y + cols, 0.0);
+  const int64_t cw = cols - cols % 4;
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const double* r = a + i * lda;
+    __m256d xv[8];
+    for (int q = 0; q < 8; ++q) xv[q] = _mm256_set1_pd(x[i + q]);
+    for (int64_t j = 0; j < cw; j += 4) {
+      __m256d acc = _mm256_loadu_pd(y + j);
+      for (int q = 0; q < 8; ++q) {
+        acc = _mm256_fmadd_pd(xv[q], _mm256_loadu_pd(r + q * lda + j), acc);
+      }
+      _mm256_storeu_pd(y + j, acc);
+    }
+    for (int64_t j = cw; j < cols; ++j) {
+      double acc = y[j];
+      for (int q = 0; q < 8; ++q) acc = __builtin_fma(x[i + q], r[q * lda + j], acc);
+      y[j] = acc;
+    }
+  }
+  for (; i < k; ++i) {
+    const double* r = a + i * lda;
+    const __m256d xv = _mm256_set1_pd(x[i]);
+    for (int64_t j = 0; j < cw; j += 4) {
+      _mm256_storeu_pd(y + j, _mm256_fmadd_pd(xv, _mm256_loadu_pd(r + j), _mm256_loadu_pd(y + j)));
+    }
+    for (int64_t j = cw; j < cols; ++j) y[j] = __builtin_fma(x[i], r[j], y[j]);
+  }
+}
+
+// The same chains as matvec_vec_mat_avx2, eight columns to a register.
+[[gnu::target(TESSERA_MATVEC_AVX512)]] void matvec_vec_mat_avx512(const double* a, int64_t lda,
+                                                                 int64_t k, const double* x,
+                                                                 double* y, int64_t cols) {
+  std::fill(y, y + cols, 0.0);
+  const int64_t cw = cols - cols % 8;
+  int64_t i = 0;
+  for (; i + 8 <= k; i += 8) {
+    const double* r = a + i * lda;
+    __m512d xv[8];
+    for (int q = 0; q < 8; ++q) xv[q] = _mm512_set1_pd(x[i + q]);
+    for (int64_t j = 0; j < cw; j += 8) {
+      __m512d acc = _mm512_loadu_pd(y + j);
+      for (int q = 0; q < 8; ++q) {
+        acc = _mm512_fmadd_pd(xv[q], _mm512_loadu_pd(r + q * lda + j), acc);
+      }
+      _mm512_storeu_pd(y + j, acc);
+    }
+    for (int64_t j = cw; j < cols; ++j) {
+      double acc = y[j];
+      for (int q = 0; q < 8; ++q) acc = __builtin_fma(x[i + q], r[q * lda + j], acc);
+      y[j] = acc;
+    }
+  }
+  for (; i < k; ++i) {
+    const double* r = a + i * lda;
+    const __m512d xv = _mm512_set1_pd(x[i]);
+    for (int64_t j = 0; j < cw; j += 8) {
+      _mm512_storeu_pd(y + j, _mm512_fmadd_pd(xv, _mm512_loadu_pd(r + j), _mm512_loadu_pd(y + j)));
+    }
+    for (int64_t j = cw; j < cols; ++j) y[j] = __builtin_fma(x[i], r[j], y[j]);
+  }
+}
+#undef TESSERA_MATVEC_AVX512
+
+// The level of the float64 matrix-vector kernels: BLAS (sse2) where the CPU
+// lacks AVX2 and FMA or the SIMD level is sse2.
+SimdLevel matvec_level() {
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has ? active_simd() : SimdLevel::sse2;
+}
+
+// The rows' dot products by tessera's kernels; false: the caller uses BLAS.
 bool dot_rows(const double* a, int64_t lda, int64_t k, const double* x, double* y,
               int64_t rows) {
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  if (!has || simd_level() == SimdLevel::sse2) return false;
-  dot_rows_avx2(a, lda, k, x, y, rows);
-  return true;
+  switch (matvec_level()) {
+    case SimdLevel::avx512: matvec_dot_rows_avx512(a, lda, k, x, y, rows); return true;
+    case SimdLevel::avx2: matvec_dot_rows_avx2(a, lda, k, x, y, rows); return true;
+    case SimdLevel::sse2: break;
+  }
+  return false;
+}
+
+// y = x a for `cols` columns of a (k rows, leading dimension lda) by
+// tessera's kernels; false: the caller uses BLAS.
+bool vec_mat(const double* a, int64_t lda, int64_t k, const double* x, double* y,
+             int64_t cols) {
+  switch (matvec_level()) {
+    case SimdLevel::avx512: matvec_vec_mat_avx512(a, lda, k, x, y, cols); return true;
+    case SimdLevel::avx2: matvec_vec_mat_avx2(a, lda, k, x, y, cols); return true;
+    case SimdLevel::sse2: break;
+  }
+  return false;
 }
 #else
+SimdLevel matvec_level() { return SimdLevel::sse2; }
 bool dot_rows(const double*, int64_t, int64_t, const double*, double*, int64_t) { return false; }
+bool vec_mat(const double*, int64_t, int64_t, const double*, double*, int64_t) { return false; }
 #endif
 
 template <class T>
@@ -231,7 +368,9 @@ void matmul_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t n, int64_
         cblas_dgemv(CblasRowMajor, CblasNoTrans, brows, bk, 1.0, ar, bk, b, 1, 0.0, cr, 1);
       }
     } else if (rows == 1) {
-      cblas_dgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0, b, bn, ar, 1, 0.0, cr, 1);
+      if (!vec_mat(b, n, k, ar, cr, n)) {
+        cblas_dgemv(CblasRowMajor, CblasTrans, bk, bn, 1.0, b, bn, ar, 1, 0.0, cr, 1);
+      }
     } else {
       BlisCall in_blis("matmul");
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, brows, bn, bk, 1.0, ar, bk, b, bn,
@@ -263,7 +402,9 @@ void matmul_tn_rows_blas(const T* a, const T* b, T* c, int64_t k, int64_t p, int
   const blasint bp = static_cast<blasint>(p), brows = static_cast<blasint>(rows);
   if constexpr (std::is_same_v<T, double>) {
     if (n == 1) {
-      cblas_dgemv(CblasRowMajor, CblasTrans, bk, brows, 1.0, a + r0, bp, b, 1, 0.0, cr, 1);
+      if (!vec_mat(a + r0, p, k, b, cr, rows)) {
+        cblas_dgemv(CblasRowMajor, CblasTrans, bk, brows, 1.0, a + r0, bp, b, 1, 0.0, cr, 1);
+      }
     } else {
       BlisCall in_blis("matmul");
       cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, brows, bn, bk, 1.0, a + r0, bp, b, bn,
@@ -306,20 +447,27 @@ void matmul_rows_strided_blas(const T* a, int64_t ars, int64_t acs, const T* b, 
     }
   };
   if (n == 1) {  // C's rows = A's rows . b's column (stride brs)
-    if (ta) {
-      gemv(CblasTrans, bk, brows, ar, lda, b, static_cast<blasint>(brs), cr);
-    } else {
-      bool done = false;
-      if constexpr (std::is_same_v<T, double>) {
-        if (brs == 1) done = dot_rows(ar, lda, k, b, cr, rows);
+    bool done = false;
+    if constexpr (std::is_same_v<T, double>) {
+      // A transposed view's rows are the columns of the matrix it views.
+      if (brs == 1) {
+        done = ta ? vec_mat(ar, lda, k, b, cr, rows) : dot_rows(ar, lda, k, b, cr, rows);
       }
-      if (!done) gemv(CblasNoTrans, brows, bk, ar, lda, b, static_cast<blasint>(brs), cr);
+    }
+    if (!done) {
+      gemv(ta ? CblasTrans : CblasNoTrans, ta ? bk : brows, ta ? brows : bk, ar, lda, b,
+           static_cast<blasint>(brs), cr);
     }
   } else if (rows == 1) {  // C's row = a's row (stride acs) . B
-    if (tb) {
-      gemv(CblasNoTrans, bn, bk, b, ldb, ar, static_cast<blasint>(acs), cr);
-    } else {
-      gemv(CblasTrans, bk, bn, b, ldb, ar, static_cast<blasint>(acs), cr);
+    bool done = false;
+    if constexpr (std::is_same_v<T, double>) {
+      if (acs == 1 || k == 1) {
+        done = tb ? dot_rows(b, ldb, k, ar, cr, n) : vec_mat(b, ldb, k, ar, cr, n);
+      }
+    }
+    if (!done) {
+      gemv(tb ? CblasNoTrans : CblasTrans, tb ? bn : bk, tb ? bk : bn, b, ldb, ar,
+           static_cast<blasint>(acs), cr);
     }
   } else if constexpr (std::is_same_v<T, double>) {
     BlisCall in_blis("matmul");
@@ -341,6 +489,33 @@ void matmul_tn_rows(DType dt, const void* a, const void* b, void* c, int64_t k, 
     matmul_tn_rows_blas(static_cast<const float*>(a), static_cast<const float*>(b),
                         static_cast<float*>(c), k, p, n, row_begin, row_end);
   }
+}
+
+bool vector_matrix_splits(DType dt, int64_t incx, BlasMatrix b) {
+  return dt == DType::float64 && incx == 1 && matvec_level() != SimdLevel::sse2 &&
+         (b.col_stride == 1 || b.row_stride == 1);
+}
+
+void vector_matrix_cols(DType dt, const void* x, int64_t incx, BlasMatrix b, void* y, int64_t k,
+                        int64_t col_begin, int64_t col_end) {
+  if (col_end <= col_begin) return;
+  const int64_t cols = col_end - col_begin;
+  if (vector_matrix_splits(dt, incx, b)) {
+    const double* m = static_cast<const double*>(b.data);
+    const double* xv = static_cast<const double*>(x);
+    double* yv = static_cast<double*>(y) + col_begin;
+    if (b.col_stride == 1) {
+      vec_mat(m + col_begin, b.row_stride, k, xv, yv, cols);
+    } else {
+      dot_rows(m + col_begin * b.col_stride, b.col_stride, k, xv, yv, cols);
+    }
+    return;
+  }
+  const int64_t es = static_cast<int64_t>(dtype_size(dt));
+  const BlasMatrix block{static_cast<const char*>(b.data) + col_begin * b.col_stride * es,
+                         b.row_stride, b.col_stride};
+  matmul_rows_strided(dt, {x, std::max<int64_t>(k * incx, 1), incx}, block,
+                      static_cast<char*>(y) + col_begin * es, k, cols, 0, 1);
 }
 
 void matmul_rows_strided(DType dt, BlasMatrix a, BlasMatrix b, void* c, int64_t k, int64_t n,

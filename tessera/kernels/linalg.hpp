@@ -34,6 +34,19 @@ struct BlasMatrix {
 void matmul_rows_strided(DType dt, BlasMatrix a, BlasMatrix b, void* c, int64_t k, int64_t n,
                          int64_t row_begin, int64_t row_end);
 
+// Whether products of the vector x (stride incx) with B, x B by
+// vector_matrix_cols and B x by matmul_rows_strided, run tessera's own kernels
+// (float64, x contiguous, B row-major or a transposed view, the CPU's
+// AVX2/AVX-512 in use), which give every output element the same bits
+// whatever columns or rows a call covers: the tiles may follow the thread count.
+bool vector_matrix_splits(DType dt, int64_t incx, BlasMatrix b);
+
+// Columns [col_begin, col_end) of the row vector y = x B, for float32 or
+// float64 x (k elements, stride incx) and B (k, n) read through its strides;
+// y (n elements) contiguous. Each y[j] is summed over k in one fixed order.
+void vector_matrix_cols(DType dt, const void* x, int64_t incx, BlasMatrix b, void* y, int64_t k,
+                        int64_t col_begin, int64_t col_end);
+
 // Rows [row_begin, row_end) of C = A^T B without forming A^T: A is (k, p),
 // B is (k, n), C is (p, n), row-major float32 or float64 (BLAS reads A
 // transposed in place).

@@ -152,6 +152,18 @@ int64_t row_chunks(DType dt, int64_t total_rows, int64_t k, int64_t n) {
   return std::clamp<int64_t>(std::min(by_work, threads), 1, total_rows);
 }
 
+// Tiles of a product with a vector on tessera's own kernels (whose bits do not
+// depend on the tiles): up to four per thread, each at least kMinTaskNs of
+// work. A tile re-reads only the vector, and a helper that wakes late still
+// finds tiles to take (with one tile per thread, the caller computed the late
+// helper's tile too, at one thread's speed).
+int64_t vector_chunks(DType dt, int64_t units, int64_t k) {
+  const int64_t by_work = static_cast<int64_t>(static_cast<double>(units) *
+                                               row_cost_ns(dt, k, 1) / kMinTaskNs);
+  const int64_t threads = deterministic_tiling() ? kDeterministicThreads : num_threads();
+  return std::clamp<int64_t>(std::min(by_work, 4 * threads), 1, units);
+}
+
 // C = A B for float32/float64 operands read in place through their strides
 // (transposed and sliced views are not copied: BLAS's transpose flags). When
 // every matrix of the batch meets the same B and A's matrices follow each
@@ -184,7 +196,19 @@ Array batched_product_float(const Array& a0, const Array& b0, const Shape& batch
   const char* pb = static_cast<const char*>(mb->data);
   char* pc = static_cast<char*>(out.raw());
   const int64_t total_rows = static_cast<int64_t>(a_off.size()) * rows_per;
-  const int64_t chunks = row_chunks(dt, total_rows, k, n);
+  if (total_rows == 1 && n > 1 && kn::vector_matrix_splits(dt, ma->col_stride, *mb)) {
+    // x @ B: one row, cut into column tiles instead (each column's sum runs
+    // in the same order in any tile).
+    const int64_t chunks = vector_chunks(dt, n, k);
+    parallel_for(chunks, kMinTaskNs * 4, [&](int64_t c0, int64_t c1) {
+      kn::vector_matrix_cols(dt, pa, ma->col_stride, *mb, pc, k, n * c0 / chunks,
+                             n * c1 / chunks);
+    });
+    return out;
+  }
+  const bool own_kernel = n == 1 && kn::vector_matrix_splits(dt, mb->row_stride, *ma);
+  const int64_t chunks =
+      own_kernel ? vector_chunks(dt, total_rows, k) : row_chunks(dt, total_rows, k, n);
   parallel_for(chunks, kMinTaskNs * 4, [&](int64_t c0, int64_t c1) {
     const int64_t begin = total_rows * c0 / chunks, end = total_rows * c1 / chunks;
     for (int64_t r = begin; r < end;) {
