@@ -701,7 +701,7 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
 }
 
 int32_t FastLoop::Impl::place_object(Value v, State& st) {
-  ++st.made;  // a sweep between turns releases the objects let go of
+  ++st.objects_made;  // a sweep between turns releases the objects let go of
   if (!st.free_objects.empty()) {
     const int32_t i = st.free_objects.back();
     st.free_objects.pop_back();
@@ -1383,7 +1383,6 @@ Reg FastLoop::Impl::new_list(const FNode& n, State& st) const {
   r.k = Reg::Obj;
   r.i = 0;
   r.a = place_object(Value(std::move(items)), st);
-  ++st.made;  // a sweep between turns releases the lists let go of
   return r;
 }
 
@@ -1400,7 +1399,6 @@ Reg FastLoop::Impl::new_dict(const FNode& n, State& st) const {
   r.k = Reg::Obj;
   r.i = 0;
   r.a = place_object(Value(std::move(d)), st);
-  ++st.made;  // a sweep between turns releases the dicts let go of
   return r;
 }
 
@@ -1932,8 +1930,11 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
   st.object_epoch.resize(objects_before);
   st.object_logged.resize(objects_before);
   st.object_ascii.resize(objects_before);
-  for (int32_t& c : st.char_objects)
-    if (c >= 0 && static_cast<size_t>(c) >= objects_before) c = -1;
+  const auto placed_since = [&](int32_t c) { return static_cast<size_t>(c) >= objects_before; };
+  if (std::erase_if(st.char_slots, placed_since)) {
+    for (int32_t& c : st.char_objects)
+      if (c >= 0 && placed_since(c)) c = -1;
+  }
   std::erase_if(st.free_objects, [&](int32_t i) { return static_cast<size_t>(i) >= objects_before; });
   std::erase_if(st.constant_objects,
                 [&](const auto& e) { return static_cast<size_t>(e.second) >= objects_before; });
@@ -1947,7 +1948,12 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
 void FastLoop::Impl::sweep(State& st) {
   // Nothing made since the last sweep: at most an array a register let go
   // of without a new one made, released at the next sweep that has work.
-  if (st.made == 0) return;
+  // Objects are swept once every kObjectSweep made (a string per turn
+  // swept them at every turn: a fifth of a word count's time), so a loop
+  // making a list per turn holds at most that many it let go of.
+  constexpr int64_t kObjectSweep = 16;
+  const bool objects = st.objects_made >= kObjectSweep;
+  if (st.made == 0 && !objects) return;
   st.made = 0;
   std::vector<uint8_t>& marks = st.marks;
   marks.assign(st.arrays.size(), 0);
@@ -1964,7 +1970,8 @@ void FastLoop::Impl::sweep(State& st) {
   }
   // Lists made in the loop (and other objects) no register, checkpoint,
   // loop value, constant or logged list change refers to.
-  if (st.objects.size() < 64) return;
+  if (!objects || st.objects.size() < 64) return;
+  st.objects_made = 0;
   marks.assign(st.objects.size(), 0);
   auto mark_obj = [&](const Reg& r) {
     if (r.k == Reg::Obj && static_cast<size_t>(r.a) < marks.size()) marks[static_cast<size_t>(r.a)] = 1;
@@ -1973,8 +1980,7 @@ void FastLoop::Impl::sweep(State& st) {
   for (const Reg& r : st.saved) mark_obj(r);
   for (const Reg* r : st.roots) mark_obj(*r);
   for (const auto& c : st.constant_objects) marks[static_cast<size_t>(c.second)] = 1;
-  for (int32_t c : st.char_objects)
-    if (c >= 0) marks[static_cast<size_t>(c)] = 1;
+  for (int32_t c : st.char_slots) marks[static_cast<size_t>(c)] = 1;
   for (int32_t i : st.logged_objects) marks[static_cast<size_t>(i)] = 1;
   for (int32_t i : st.free_objects) marks[static_cast<size_t>(i)] = 1;  // already free
   for (size_t i = 0; i < st.objects.size(); ++i) {

@@ -287,6 +287,7 @@ struct FastLoop::Impl {
     // they refer to are kept.
     std::vector<const Reg*> roots;
     int64_t made = 0;    // arrays made since the last sweep
+    int64_t objects_made = 0;  // objects placed since the last sweep of objects
     uint32_t epoch = 1;  // the checkpoint's number
     std::vector<Value> objects;
     std::vector<int32_t> free_objects;  // released slots of `objects` (sweep)
@@ -317,6 +318,7 @@ struct FastLoop::Impl {
     // The one-character ASCII strings `s[i]` read, placed once (slot or -1):
     // a read places no object of its own (fastloop_objects.cpp).
     int32_t char_objects[128];
+    std::vector<int32_t> char_slots;  // those placed
     State() { std::fill(std::begin(char_objects), std::end(char_objects), -1); }
     std::vector<int32_t> logged_objects;
     // Constants other than numbers (a slice `:`, a string) in `objects`,

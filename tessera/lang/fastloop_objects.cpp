@@ -92,7 +92,10 @@ bool FastLoop::Impl::string_item(const Reg& s, const Reg& i, State& st, Reg& out
   if (j < 0 || j >= n) throw BAIL;  // the general path's IndexError
   const auto c = static_cast<unsigned char>(text[static_cast<size_t>(j)]);
   int32_t& slot = st.char_objects[c];
-  if (slot < 0) slot = place_object(Value(std::string(1, static_cast<char>(c))), st);
+  if (slot < 0) {
+    slot = place_object(Value(std::string(1, static_cast<char>(c))), st);
+    st.char_slots.push_back(slot);
+  }
   out.k = Reg::Obj;
   out.i = 0;
   out.a = slot;
