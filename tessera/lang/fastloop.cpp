@@ -433,6 +433,7 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     if (spec.name == "not_" && nops == 1) out.obj_op = ObjOp::not_;
     if (spec.name == "logical_not" && nops == 1) out.obj_op = ObjOp::logical_not;
     if (spec.name == "unpack" && nops == 2) out.obj_op = ObjOp::unpack;
+    if (spec.name == "str_find" && nops == 2) out.obj_op = ObjOp::str_find;
     return true;
   }
   if (auto* c = dynamic_cast<const CallNode*>(n)) return compile_call(*c, out);

@@ -148,7 +148,7 @@ enum class Op : uint8_t {
 
 // Primitives on Python's values that the interpreter computes in place for
 // the kinds it knows (fastloop_objects.cpp), else through the primitive.
-enum class ObjOp : uint8_t { none, contains, get, not_, logical_not, unpack };
+enum class ObjOp : uint8_t { none, contains, get, not_, logical_not, unpack, str_find };
 
 // Binary operations computed inline for two ints or two floats.
 enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne, floordiv, mod };
@@ -487,7 +487,7 @@ struct FastLoop::Impl {
   // The truth of a string, list, tuple or dict in an object register, as
   // Python's (and the general path's) `if`.
   static bool object_truthy(const Reg& r, const State& st);
-  // A Call of an ObjOp primitive: `k in d`, `d.get(k, v)`, `not x` computed
+  // A Call of an ObjOp primitive: `k in d`, `d.get(k, v)`, `not x`, `s.find(t)` computed
   // here for dicts and strings held as objects and for numbers; other kinds
   // through the primitive, with the operands already evaluated.
   __attribute__((noinline)) Reg object_call(const FNode& n, State& st) const;

@@ -1,5 +1,5 @@
 // Python's values in the loop interpreter (docs/runtime.md, "Objects in
-// loops"): `k in d`, `d.get(k, v)`, `d[k]` (a tuple key too), `not x`, the
+// loops"): `k in d`, `d.get(k, v)`, `d[k]` (a tuple key too), `not x`, `s.find(t)`, the
 // truth of a string, list or dict, `s[i]` of an ASCII string and `a == b` of
 // two strings, computed on the objects the registers hold instead of through
 // the primitive (a vector of operands, the argument binding, a copy of the
@@ -16,6 +16,7 @@
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/python_values.hpp"
+#include "tessera/primitives/text.hpp"
 
 namespace tessera {
 
@@ -178,6 +179,24 @@ Reg FastLoop::Impl::object_call(const FNode& n, State& st) const {
       if (x.k != Reg::Obj || regs[1].k != Reg::PyInt || !flo_object(x, st).is_list()) break;
       if (static_cast<int64_t>(flo_object(x, st).as_list().size()) != regs[1].i) break;
       return done(x);
+    }
+    case ObjOp::str_find: {
+      // s.find(sub) of two strings: the index in characters, or -1 (the
+      // primitive's: text.cpp). An ASCII string's bytes are its characters.
+      if (regs[0].k != Reg::Obj || regs[1].k != Reg::Obj) break;
+      const Value& sv = flo_object(regs[0], st);
+      const Value& subv = flo_object(regs[1], st);
+      if (!sv.is_string() || !subv.is_string()) break;
+      const std::string& s = sv.as_string();
+      const size_t at = s.find(subv.as_string());
+      if (at == std::string::npos) return done(Reg::make(Reg::PyInt, -1));
+      int8_t& ascii = st.object_ascii[static_cast<size_t>(regs[0].a)];
+      if (ascii < 0) {
+        ascii = 1;
+        for (char c : s) ascii &= static_cast<unsigned char>(c) < 0x80;
+      }
+      return done(Reg::make(Reg::PyInt, ascii ? static_cast<int64_t>(at)
+                                              : utf8_length(s.substr(0, at))));
     }
     case ObjOp::none:
       break;

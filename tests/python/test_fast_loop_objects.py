@@ -161,6 +161,18 @@ def chars_across_rollback(text, n):
     return counts, s, extra
 
 
+def digit_values(texts):
+    # s.find(c) of ASCII and non-ASCII text (an index in characters), and
+    # int(c) of each character of str(n), which calls it.
+    total = 0
+    for t in texts:
+        for c in t:
+            total = total * 3 + "0123456789é-".find(c) + 1
+    for n in range(1, 400):
+        total += sum(int(c) ** 2 for c in str(n))
+    return total
+
+
 def missing_key_late(n):
     d = {k: k for k in range(10)}
     total = 0
@@ -195,6 +207,7 @@ CASES = [(sieve_set, (3000,)),
          (pair_unpack, (6, 300)),
          (strip_words, ([" hi. ", "...", "", "a,b!", " \t x \n", " héllo! ", "é!x!é"] * 5,)),
          (chars_across_rollback, ("banana split", 40000)),
+         (digit_values, (["12é9-x", "é", "", "007"],)),
          (missing_key_late, (30000,)),
          (unhashable_in_loop, (30000,))]
 
