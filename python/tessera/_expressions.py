@@ -178,8 +178,9 @@ class ExpressionsMixin:
 
     def cmp_text(self, op, a: str, b: str, node) -> str:
         if isinstance(op, (ast.In, ast.NotIn)):
+            # `not in`: Python's not_ of contains' Python bool (native code has not_).
             c = f"contains({b}, {a})"
-            return c if isinstance(op, ast.In) else f"(!{c})"
+            return c if isinstance(op, ast.In) else f"not_({c})"
         if isinstance(op, (ast.Is, ast.IsNot)):
             self.unsupported("'is' comparison other than with None", node)
         return f"({a} {T._CMPOPS[type(op)]} {b})"

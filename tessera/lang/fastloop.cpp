@@ -30,6 +30,7 @@
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/random_stream.hpp"
 #include "tessera/primitives/registry.hpp"
+#include "tessera/primitives/text.hpp"
 #include "tessera/runtime/interrupt.hpp"
 
 namespace tessera {
@@ -426,6 +427,13 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     }
     out.op = Op::Call;
     out.counter = -1;  // compute() counts it (its entry in `counted` stays at 0)
+    const size_t nops = p->operands_.size();
+    if (spec.name == "contains" && nops == 2) out.obj_op = ObjOp::contains;
+    if (spec.name == "get" && (nops == 2 || nops == 3)) out.obj_op = ObjOp::get;
+    if (spec.name == "not_" && nops == 1) out.obj_op = ObjOp::not_;
+    if (spec.name == "logical_not" && nops == 1) out.obj_op = ObjOp::logical_not;
+    if (spec.name == "unpack" && nops == 2) out.obj_op = ObjOp::unpack;
+    if (spec.name == "str_find" && nops == 2) out.obj_op = ObjOp::str_find;
     return true;
   }
   if (auto* c = dynamic_cast<const CallNode*>(n)) return compile_call(*c, out);
@@ -694,19 +702,21 @@ Reg FastLoop::Impl::to_reg(const Value& v, State& st) {
 }
 
 int32_t FastLoop::Impl::place_object(Value v, State& st) {
-  ++st.made;  // a sweep between turns releases the objects let go of
+  ++st.objects_made;  // a sweep between turns releases the objects let go of
   if (!st.free_objects.empty()) {
     const int32_t i = st.free_objects.back();
     st.free_objects.pop_back();
     st.objects[static_cast<size_t>(i)] = std::move(v);
     st.object_epoch[static_cast<size_t>(i)] = st.epoch;
     st.object_logged[static_cast<size_t>(i)] = 0;
+    st.object_ascii[static_cast<size_t>(i)] = -1;
     return i;
   }
   if (st.objects.size() >= kMaxArrays) throw BAIL;
   st.objects.push_back(std::move(v));
   st.object_epoch.resize(st.objects.size(), 0);
   st.object_logged.resize(st.objects.size(), 0);
+  st.object_ascii.resize(st.objects.size(), -1);
   st.object_epoch.back() = st.epoch;
   return static_cast<int32_t>(st.objects.size() - 1);
 }
@@ -787,6 +797,7 @@ Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
 }
 
 Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st) const {
+  if (Reg r; a.k == Reg::Obj && object_compare(n, a, b, st, r)) return r;
   // Arrays (and NumPy's 0-d bools) go through the primitive itself.
   if (!a.scalar() || !b.scalar() || a.k == Reg::NpBool || b.k == Reg::NpBool) {
     return binary_general(n, a, b, st);
@@ -1038,6 +1049,13 @@ Reg FastLoop::Impl::getitem_of(const FNode& n, const Reg& x, State& st) const {
       if (j < 0 || j >= len) throw BAIL;  // the IndexError is the general path's
       return to_reg(items[static_cast<size_t>(j)], st);
     }
+    // d[k] of a dict, s[i] of an ASCII string (fastloop_objects.cpp).
+    if (Reg r; dict_item(x, idx, 1, st, r) || string_item(x, idx[0], st, r)) return r;
+  } else if (x.k == Reg::Obj && nidx > 1 && nidx <= static_cast<size_t>(kMaxDims) &&
+             st.objects[static_cast<size_t>(x.a)].is_dict()) {
+    // d[i, j]: a tuple key.
+    for (; done < nidx; ++done) idx[done] = eval(n.kids[done + 1], st);
+    if (Reg r; dict_item(x, idx, nidx, st, r)) return r;
   }
   return getitem_general(n, x, idx, done, st);
 }
@@ -1237,8 +1255,9 @@ Reg FastLoop::Impl::object_setitem(const FNode& n, const Reg& x, const Reg& v,
                                    State& st) const {
   const auto o = static_cast<size_t>(x.a);
   const bool is_list = st.objects[o].is_list() && !st.objects[o].is_tuple();
-  if (!n.in_place || n.kids.size() != 3 || v.k == Reg::Undef ||
-      !(is_list || st.objects[o].is_dict()))
+  const size_t nidx = n.kids.size() - 2;
+  if (!n.in_place || v.k == Reg::Undef || !(is_list || st.objects[o].is_dict()) ||
+      (is_list && nidx != 1) || nidx > static_cast<size_t>(kMaxDims))
     throw BAIL;
   // Another register holding the same object would see the change (Python's
   // aliasing): left to the general path.
@@ -1246,14 +1265,22 @@ Reg FastLoop::Impl::object_setitem(const FNode& n, const Reg& x, const Reg& v,
     if (static_cast<int>(r) != n.kids[0].reg && st.regs[r].k == Reg::Obj && st.regs[r].a == x.a)
       throw BAIL;
   }
-  const Reg k = eval(n.kids[2], st);
+  Reg idx[kMaxDims];
+  for (size_t k = 0; k < nidx; ++k) idx[k] = eval(n.kids[k + 2], st);
+  const Reg& k = idx[0];
   if (is_list) {
     Value item = to_value(v, st);
     own_list_item(x.a, k, st) = std::move(item);
     ++st.inline_ops;
     return x;
   }
-  Value key = dict_key(k, "setitem", st);
+  // d[i, j] = v: a tuple key (`pairs.add((a, b))`, `grid[x, y] = c`).
+  Value key;
+  if (nidx == 1) {
+    key = dict_key(k, "setitem", st);
+  } else if (!key_of(idx, nidx, st, key)) {
+    throw BAIL;
+  }
   Value item = to_value(v, st);
   own_dict(x.a, key, st).set(std::move(key), std::move(item));
   ++st.inline_ops;
@@ -1357,7 +1384,6 @@ Reg FastLoop::Impl::new_list(const FNode& n, State& st) const {
   r.k = Reg::Obj;
   r.i = 0;
   r.a = place_object(Value(std::move(items)), st);
-  ++st.made;  // a sweep between turns releases the lists let go of
   return r;
 }
 
@@ -1374,13 +1400,27 @@ Reg FastLoop::Impl::new_dict(const FNode& n, State& st) const {
   r.k = Reg::Obj;
   r.i = 0;
   r.a = place_object(Value(std::move(d)), st);
-  ++st.made;  // a sweep between turns releases the dicts let go of
   return r;
 }
 
+namespace {
+
+bool flo_immutable_object(const Value& v) {
+  if (v.is_string()) return true;
+  if (!v.is_tuple()) return false;
+  for (const Value& item : v.as_list())
+    if (!item.is_string() && !item.is_bool() && !item.is_int() && !item.is_float()) return false;
+  return true;
+}
+
+}  // namespace
+
 Reg FastLoop::Impl::append(const FNode& n, State& st) const {
   Reg v = eval(n.kids[0], st);
-  if (v.k == Reg::Undef || v.k == Reg::Obj) throw BAIL;  // lists of lists: the general path's
+  // Lists of lists and dicts: the general path's. A string or a tuple of
+  // numbers and strings (Python's immutable values: nothing seen through
+  // another name changes) is appended here (`sorted(pairs)`, words).
+  if (v.k == Reg::Undef || (v.k == Reg::Obj && !flo_immutable_object(st.objects[v.a]))) throw BAIL;
   const Reg x = st.regs[n.reg];
   if (x.k != Reg::Obj) throw BAIL;
   // Another register holding the same list would see the append (Python's
@@ -1439,13 +1479,19 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
 }
 
 Reg FastLoop::Impl::call(const FNode& n, State& st) const {
+  if (n.obj_op != ObjOp::none && n.slot >= 0) return object_call(n, st);
   if (n.kids.size() == 1 && n.shape_items < 0 && !n.const_arg && n.spec->name == "len") {
-    // len() of a list or an array, read here (a loop's `for x in xs` asks
-    // it at every turn); counted in the node's slot, as native code does.
+    // len() of a list, dict, string or array, read here (a loop's `for x in
+    // xs` asks it at every turn); counted in the node's slot, as native code does.
     const Reg r = eval(n.kids[0], st);
     int64_t len = -1;
-    if (r.k == Reg::Obj && st.objects[static_cast<size_t>(r.a)].is_list()) {
-      len = static_cast<int64_t>(st.objects[static_cast<size_t>(r.a)].as_list().size());
+    const Value* obj = r.k == Reg::Obj ? &st.objects[static_cast<size_t>(r.a)] : nullptr;
+    if (obj && obj->is_list()) {
+      len = static_cast<int64_t>(obj->as_list().size());
+    } else if (obj && obj->is_dict()) {
+      len = static_cast<int64_t>(obj->as_dict().items.size());
+    } else if (obj && obj->is_string()) {
+      len = utf8_length(obj->as_string());  // Python's: code points
     } else if (r.k == Reg::Arr) {
       const ArrEntry& e = st.arrays[static_cast<size_t>(r.a)];
       if (e.indexable && e.nd >= 1) len = e.shape[0];
@@ -1564,7 +1610,11 @@ inline const Reg& fetch(const FastLoop::Impl& im, const FNode& k, State& st, Reg
   }
 }
 
-inline bool truth(const Reg& r) { return r.k == Reg::PyBool ? r.b : FastLoop::Impl::truthy(r); }
+inline bool truth(const Reg& r, const State& st) {
+  if (r.k == Reg::PyBool) return r.b;
+  if (r.k == Reg::Obj) return FastLoop::Impl::object_truthy(r, st);  // `if word:`
+  return FastLoop::Impl::truthy(r);
+}
 
 Reg h_const(const FastLoop::Impl&, const FNode& n, State&) { return n.constant; }
 
@@ -1613,7 +1663,7 @@ Reg h_block(const FastLoop::Impl& im, const FNode& n, State& st) {
 template <int S>
 Reg h_if(const FastLoop::Impl& im, const FNode& n, State& st) {
   Reg tc;
-  if (truth(fetch<S>(im, n.kids[0], st, tc))) return im.eval(n.kids[1], st);
+  if (truth(fetch<S>(im, n.kids[0], st, tc), st)) return im.eval(n.kids[1], st);
   if (n.kids.size() > 2) return im.eval(n.kids[2], st);
   Reg nil;
   nil.k = Reg::Nil;
@@ -1745,7 +1795,7 @@ Reg FastLoop::Impl::loop(const FNode& n, State& st) const {
       st.roots.push_back(&last);
       for (;;) {
         if (interrupt_requested()) throw BAIL;
-        if (!truth(eval(n.kids[0], st))) return last;
+        if (!truth(eval(n.kids[0], st), st)) return last;
         Reg v = eval(n.kids[1], st);
         if (st.flow == State::Flow::brk) {
           st.flow = State::Flow::normal;
@@ -1880,6 +1930,12 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
   st.objects.resize(objects_before);
   st.object_epoch.resize(objects_before);
   st.object_logged.resize(objects_before);
+  st.object_ascii.resize(objects_before);
+  const auto placed_since = [&](int32_t c) { return static_cast<size_t>(c) >= objects_before; };
+  if (std::erase_if(st.char_slots, placed_since)) {
+    for (int32_t& c : st.char_objects)
+      if (c >= 0 && placed_since(c)) c = -1;
+  }
   std::erase_if(st.free_objects, [&](int32_t i) { return static_cast<size_t>(i) >= objects_before; });
   std::erase_if(st.constant_objects,
                 [&](const auto& e) { return static_cast<size_t>(e.second) >= objects_before; });
@@ -1893,7 +1949,12 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
 void FastLoop::Impl::sweep(State& st) {
   // Nothing made since the last sweep: at most an array a register let go
   // of without a new one made, released at the next sweep that has work.
-  if (st.made == 0) return;
+  // Objects are swept once every kObjectSweep made (a string per turn
+  // swept them at every turn: a fifth of a word count's time), so a loop
+  // making a list per turn holds at most that many it let go of.
+  constexpr int64_t kObjectSweep = 16;
+  const bool objects = st.objects_made >= kObjectSweep;
+  if (st.made == 0 && !objects) return;
   st.made = 0;
   std::vector<uint8_t>& marks = st.marks;
   marks.assign(st.arrays.size(), 0);
@@ -1910,7 +1971,8 @@ void FastLoop::Impl::sweep(State& st) {
   }
   // Lists made in the loop (and other objects) no register, checkpoint,
   // loop value, constant or logged list change refers to.
-  if (st.objects.size() < 64) return;
+  if (!objects || st.objects.size() < 64) return;
+  st.objects_made = 0;
   marks.assign(st.objects.size(), 0);
   auto mark_obj = [&](const Reg& r) {
     if (r.k == Reg::Obj && static_cast<size_t>(r.a) < marks.size()) marks[static_cast<size_t>(r.a)] = 1;
@@ -1919,6 +1981,7 @@ void FastLoop::Impl::sweep(State& st) {
   for (const Reg& r : st.saved) mark_obj(r);
   for (const Reg* r : st.roots) mark_obj(*r);
   for (const auto& c : st.constant_objects) marks[static_cast<size_t>(c.second)] = 1;
+  for (int32_t c : st.char_slots) marks[static_cast<size_t>(c)] = 1;
   for (int32_t i : st.logged_objects) marks[static_cast<size_t>(i)] = 1;
   for (int32_t i : st.free_objects) marks[static_cast<size_t>(i)] = 1;  // already free
   for (size_t i = 0; i < st.objects.size(); ++i) {
@@ -2279,7 +2342,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     ++since;
     ++turns;
     try {
-      if (!truth(im.eval(im.cond, st))) {
+      if (!truth(im.eval(im.cond, st), st)) {
         im.write_back(frame, st);
         result = Impl::to_value(last, st);
         return true;

@@ -3,8 +3,10 @@
 // generator (native.cpp). Private to those two files.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -144,6 +146,10 @@ enum class Op : uint8_t {
   Append
 };
 
+// Primitives on Python's values that the interpreter computes in place for
+// the kinds it knows (fastloop_objects.cpp), else through the primitive.
+enum class ObjOp : uint8_t { none, contains, get, not_, logical_not, unpack, str_find };
+
 // Binary operations computed inline for two ints or two floats.
 enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne, floordiv, mod };
 
@@ -152,6 +158,7 @@ enum class Fast : int8_t { none = -1, add, sub, mul, div, lt, le, gt, ge, eq, ne
 using fl::ArrEntry;
 using fl::Bail;
 using fl::Fast;
+using fl::ObjOp;
 using fl::kMaxArrays;
 using fl::kMaxDims;
 using fl::kMaxNewBytes;
@@ -204,6 +211,8 @@ struct FastLoop::Impl {
     // SetItem: its value is assigned back to the variable it writes into
     // (`d[k] = v`), so a dict that variable alone holds may change in place.
     bool in_place = false;
+    // Call: a primitive on objects computed in place (object_call).
+    ObjOp obj_op = ObjOp::none;
     const Value* const_arg = nullptr;
     std::vector<FNode> kids;
     // Native code only: the counters of the nodes a chained access was
@@ -278,6 +287,7 @@ struct FastLoop::Impl {
     // they refer to are kept.
     std::vector<const Reg*> roots;
     int64_t made = 0;    // arrays made since the last sweep
+    int64_t objects_made = 0;  // objects placed since the last sweep of objects
     uint32_t epoch = 1;  // the checkpoint's number
     std::vector<Value> objects;
     std::vector<int32_t> free_objects;  // released slots of `objects` (sweep)
@@ -303,6 +313,13 @@ struct FastLoop::Impl {
     // no saved register refers to it); `logged_objects` lists the slots
     // list_undo refers to, once each, for the sweep.
     std::vector<uint32_t> object_epoch, object_logged;
+    // By object slot: a string's bytes all ASCII (1), not (0), unknown (-1).
+    std::vector<int8_t> object_ascii;
+    // The one-character ASCII strings `s[i]` read, placed once (slot or -1):
+    // a read places no object of its own (fastloop_objects.cpp).
+    int32_t char_objects[128];
+    std::vector<int32_t> char_slots;  // those placed
+    State() { std::fill(std::begin(char_objects), std::end(char_objects), -1); }
     std::vector<int32_t> logged_objects;
     // Constants other than numbers (a slice `:`, a string) in `objects`,
     // placed on their first evaluation: the index by constant node. A
@@ -466,6 +483,27 @@ struct FastLoop::Impl {
   // evaluating anything else).
   static bool element_index(const FNode& n, const State& st, const Reg& x);
   __attribute__((noinline)) Reg astype(const FNode& n, State& st) const;
+  // ---- Python's values in place (fastloop_objects.cpp)
+  // The truth of a string, list, tuple or dict in an object register, as
+  // Python's (and the general path's) `if`.
+  static bool object_truthy(const Reg& r, const State& st);
+  // A Call of an ObjOp primitive: `k in d`, `d.get(k, v)`, `not x`, `s.find(t)` computed
+  // here for dicts and strings held as objects and for numbers; other kinds
+  // through the primitive, with the operands already evaluated.
+  __attribute__((noinline)) Reg object_call(const FNode& n, State& st) const;
+  // a == b and a != b of two strings held as objects (n.fast eq or ne);
+  // false when either is something else.
+  static bool object_compare(const FNode& n, const Reg& a, const Reg& b, const State& st,
+                             Reg& out);
+  // s[i] of an ASCII string held as an object, into `out` (false: not one,
+  // or i is not an int); the character's object placed once per run.
+  static bool string_item(const Reg& s, const Reg& i, State& st, Reg& out);
+  // d[k] of a dict held as an object with scalar or string keys `idx`
+  // (several: a tuple key), into `out`; false when it is not one.
+  static bool dict_item(const Reg& d, const Reg* idx, size_t nidx, State& st, Reg& out);
+  // A dict key from registers (several: a tuple), as the general path makes
+  // it; false for a kind of key the interpreter does not build.
+  static bool key_of(const Reg* idx, size_t nidx, const State& st, Value& key);
   __attribute__((noinline)) Reg call(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg new_list(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg append(const FNode& n, State& st) const;

@@ -731,6 +731,21 @@ Value str_split(Args& a) {
 }
 
 Value str_strip(Args& a, bool left, bool right) {
+  const std::string& text = a.string(0);
+  if (is_ascii(text) && (a.is_nil(1) || is_ascii(a.string(1)))) {
+    // ASCII text and characters: bytes are characters (a word stripped in a
+    // loop split every word into strings of one character before).
+    const std::string* chars = a.is_nil(1) ? nullptr : &a.string(1);
+    auto strip = [&](char c) {
+      const auto u = static_cast<unsigned char>(c);
+      if (!chars) return u == ' ' || (u >= '\t' && u <= '\r') || (u >= 0x1c && u <= 0x1f);
+      return chars->find(c) != std::string::npos;
+    };
+    size_t b = 0, e = text.size();
+    while (left && b < e && strip(text[b])) ++b;
+    while (right && e > b && strip(text[e - 1])) --e;
+    return Value(text.substr(b, e - b));
+  }
   // Whole characters (code points) are compared, not bytes.
   const std::vector<std::string> cs = utf8_chars(a.string(0));
   std::vector<std::string> set;
