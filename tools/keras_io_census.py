@@ -397,8 +397,8 @@ def render(rows, scanned):
     todo = sorted((r for r in rows if r[1] == TODO), key=lambda r: (-_new_count(r[2]), r[0]))
     lines += ["", "### To do, ranked by the Keras names no script in tests/keras_io uses", ""]
     lines += [f"{i}. `{path}`: {detail}" for i, (path, _, detail) in enumerate(todo, 1)]
-    lines += ["", "### Every file", "", "| keras-io file | category | script, reason or new names |",
-              "| --- | --- | --- |"]
+    lines += ["", "### Every file", "",
+              "| keras-io file | category | script, reason or new names |", "| --- | --- | --- |"]
     lines += [f"| {path} | {category} | {detail.replace('|', '/')} |"
               for path, category, detail in rows]
     return lines
