@@ -98,6 +98,11 @@ OTHER_LIBRARIES = {
 }
 
 _IMPORT = r"^\s*(?:import|from)\s+"
+KERAS2_ONLY = "Keras 2 only (tf.keras)"
+TFDS = "tensorflow_datasets (tfds) data"
+# Said when those two are the only reasons: a Keras 3 form of the file (tf.keras names
+# read as Keras 3's, tf.* ops as `ops`, tfds data as arrays) would be in scope.
+OTHERWISE_IN_SCOPE = "the model and training otherwise in scope"
 
 
 def _imports(code, module):
@@ -181,14 +186,14 @@ def _reasons(code):
     keras2 = re.search(r"(?<![\w.])tf\.keras\b|tensorflow\.keras\b|from\s+tensorflow\s+import"
                        r"\s+keras\b", code)
     if keras2 and not keras3:
-        reasons.append("Keras 2 only (tf.keras)")
+        reasons.append(KERAS2_ONLY)
     if _imports(code, "jax") and re.search(
             r"(?<![\w.])(jax\.(grad|value_and_grad|jit|pmap|vmap|lax|numpy|random|tree_util"
             r"|sharding|devices|device_put|experimental|nn)|jnp\.)|stateless_call", code):
         reasons.append("JAX internals (jax.* in the model or a custom training step/loop)")
     if _imports(code, "torch") and re.search(r"(?<![\w.])torch\.(?!utils\.data\b)", code):
         reasons.append("PyTorch internals (torch.* in the model or training)")
-    internals = [] if keras2 and not keras3 else _tf_internals(code)
+    internals = [n for n in _tf_internals(code) if keras3 or n != "tf.keras"]
     if internals:
         reasons.append("TensorFlow beyond what Keras 3 wraps: " + ", ".join(internals[:4]))
     return reasons
@@ -197,7 +202,8 @@ def _reasons(code):
 def classify(path, source):
     """(category, reason) of one keras-io file from its source: OUT with the reasons the
     rules find, else TODO (coverage is applied by census()). tensorflow_datasets is put
-    first, and said when it is the only reason: that file's model is otherwise in scope."""
+    first; when it and Keras 2 are the only reasons, the reason says that the model is
+    otherwise in scope (a Keras 3 form of the file would be)."""
     if path in OVERRIDES:
         return OVERRIDES[path]
     if os.path.basename(path).startswith("_"):
@@ -205,8 +211,9 @@ def classify(path, source):
     code = code_only(source)
     reasons = _reasons(code)
     if _imports(code, "tensorflow_datasets") or re.search(r"(?<![\w.])tfds\.", code):
-        reasons.insert(0, "tensorflow_datasets (tfds) data" + (
-            "" if reasons else "; the model and training otherwise in scope"))
+        reasons.insert(0, TFDS)
+    if reasons and set(reasons) <= {TFDS, KERAS2_ONLY}:
+        reasons.append(OTHERWISE_IN_SCOPE)
     if not reasons:
         return TODO, ""
     backend = re.search(r"""KERAS_BACKEND["']\]\s*=\s*["'](\w+)["']""", code)
@@ -316,7 +323,8 @@ def scripts_names(folder=SCRIPTS):
 
 def census(sources, readme=None, exercised=None):
     """[(path, category, detail)] sorted by path: detail is the covering script, the
-    reason a file is out of scope, or the names a to-do file would add (`n new: ...`)."""
+    reason a file is out of scope, or the names a to-do file would add (`n new: ...`, also
+    after the reason of a file out only for tfds or Keras 2)."""
     covering = {path: script for script, path in (readme or [])}
     exercised = exercised if exercised is not None else set()
     rows = []
@@ -325,10 +333,13 @@ def census(sources, readme=None, exercised=None):
             rows.append((path, COVERED, covering[path]))
             continue
         category, reason = classify(path, sources[path])
-        if category == TODO:
+        if category == TODO or OTHERWISE_IN_SCOPE in reason:
             new = sorted(keras_names(code_only(sources[path])) - exercised)
-            reason = (f"{len(new)} new: " + ", ".join(new) if new else "0 new") + (
-                f" ({reason})" if reason else "")
+            names = f"{len(new)} new: " + ", ".join(new) if new else "0 new"
+            if category == TODO:
+                reason = names + (f" ({reason})" if reason else "")
+            else:
+                reason = f"{reason}; {names}"
         rows.append((path, category, reason))
     return rows
 
@@ -365,14 +376,20 @@ def totals(rows):
 
 
 def _new_count(detail):
-    m = re.match(r"(\d+) new", detail)
+    m = re.search(r"(?:^|; )(\d+) new", detail)
     return int(m.group(1)) if m else 0
+
+
+def _soft(rows):
+    return sum(OTHERWISE_IN_SCOPE in detail for _, category, detail in rows if category == OUT)
 
 
 def first_reason(detail):
     """The kind of the first reason an out-of-scope row gives, without its particulars."""
-    if "otherwise in scope" in detail:
-        return "tensorflow_datasets only (the model otherwise in scope)"
+    if OTHERWISE_IN_SCOPE in detail:
+        kinds = [kind for reason, kind in ((TFDS, "tensorflow_datasets"), (KERAS2_ONLY, "Keras 2"))
+                 if reason in detail]
+        return " and ".join(kinds) + " only (the model otherwise in scope)"
     return re.split(r"[;:(]", detail, maxsplit=1)[0].strip()
 
 
@@ -387,6 +404,9 @@ def render(rows, scanned):
         label = "**total**" if folder == "total" else folder
         lines.append(f"| {label} | {t[COVERED]} | {t[TODO]} | {t[OUT]} | "
                      f"{t[COVERED] + t[TODO]} | {sum(t.values())} |")
+    lines += ["", "Out of scope only for tensorflow_datasets and/or Keras 2 (tf.keras), the model "
+              f"and training otherwise in scope: {_soft(rows)} (a Keras 3 form of each would be "
+              "in scope)."]
     by_reason = {}
     for _, category, detail in rows:
         if category == OUT:
@@ -397,6 +417,10 @@ def render(rows, scanned):
     todo = sorted((r for r in rows if r[1] == TODO), key=lambda r: (-_new_count(r[2]), r[0]))
     lines += ["", "### To do, ranked by the Keras names no script in tests/keras_io uses", ""]
     lines += [f"{i}. `{path}`: {detail}" for i, (path, _, detail) in enumerate(todo, 1)]
+    soft = sorted((r for r in rows if r[1] == OUT and OTHERWISE_IN_SCOPE in r[2]),
+                  key=lambda r: (-_new_count(r[2]), r[0]))
+    lines += ["", "### Out only for tensorflow_datasets and/or Keras 2, ranked the same way", ""]
+    lines += [f"{i}. `{path}`: {detail}" for i, (path, _, detail) in enumerate(soft, 1)]
     lines += ["", "### Every file", "",
               "| keras-io file | category | script, reason or new names |", "| --- | --- | --- |"]
     lines += [f"| {path} | {category} | {detail.replace('|', '/')} |"
@@ -438,8 +462,10 @@ def write_block(lines, path=CENSUS, command=COMMAND):
 def summary(rows):
     t = totals(rows)["total"]
     in_scope = t[COVERED] + t[TODO]
+    soft = _soft(rows)
     return (f"{sum(t.values())} keras-io files: {in_scope} in scope ({t[COVERED]} covered, "
-            f"{t[TODO]} to do), {t[OUT]} out of scope")
+            f"{t[TODO]} to do), {t[OUT]} out of scope ({soft} of them only for tfds or "
+            f"Keras 2)")
 
 
 def main(argv=None):

@@ -163,6 +163,7 @@ def test_keras_hub_is_out_of_scope():
     category, reason = tool.classify("examples/nlp/c.py", KERAS_HUB)
     assert category == tool.OUT
     assert "keras_hub" in reason and "pretrained weights" in reason
+    assert "otherwise in scope" not in reason
 
 
 def test_jax_training_loop_is_out_of_scope():
@@ -172,10 +173,18 @@ def test_jax_training_loop_is_out_of_scope():
 
 
 def test_keras2_and_tensorflow_internals_are_out_of_scope():
-    assert tool.classify("examples/rl/e.py", KERAS2) == (tool.OUT, "Keras 2 only (tf.keras)")
+    category, reason = tool.classify("examples/rl/e.py", KERAS2)
+    assert (category, reason) == (
+        tool.OUT, "Keras 2 only (tf.keras); the model and training otherwise in scope")
+    assert tool.first_reason(reason) == "Keras 2 only (the model otherwise in scope)"
     category, reason = tool.classify("guides/f.py", TF_INTERNALS)
     assert category == tool.OUT
     assert "tf.function" in reason and "tf.distribute" in reason
+    assert "otherwise in scope" not in reason
+    keras2_internals = TF_INTERNALS.replace("import keras", "from tensorflow import keras")
+    category, reason = tool.classify("guides/h.py", keras2_internals)
+    assert reason.startswith("Keras 2 only (tf.keras); TensorFlow beyond what Keras 3 wraps: ")
+    assert "otherwise in scope" not in reason and "tf.keras" not in reason.split(": ")[1]
 
 
 def test_pretrained_applications_and_untrained_ones():
@@ -205,6 +214,15 @@ def test_keras_names_and_the_ranking_of_files_to_do():
     assert rows[1][:2] == ("examples/vision/a.py", tool.TODO)
     assert rows[1][2].startswith(f"{len(names) - 2} new: ") and "layers.Dense" not in rows[1][2]
     assert rows[2] == ("guides/sequential.py", tool.COVERED, "seq.py")
+    # a file out only for Keras 2 gets the names too, and its own ranked list
+    rows = tool.census({"examples/rl/e.py": KERAS2}, exercised=set())
+    assert rows == [("examples/rl/e.py", tool.OUT,
+                     tool.classify("x", KERAS2)[1] + "; 2 new: keras.Sequential, layers.Dense")]
+    lines = tool.render(rows, "a test")
+    at = lines.index("### Out only for tensorflow_datasets and/or Keras 2, ranked the same way")
+    assert lines[at + 2].startswith("1. `examples/rl/e.py`: Keras 2 only")
+    assert tool.parse_block(f"{tool.BEGIN}\nGenerated.\n\n" + "\n".join(lines)
+                            + f"\n{tool.END}") == (rows, "a test")
 
 
 def test_reads_a_checked_out_folder_without_following_links(tmp_path):
