@@ -8,6 +8,7 @@ A mixin of ``_translate.FunctionTranslator``; the tables it follows are in
 from __future__ import annotations
 
 import ast
+import json
 import builtins
 import inspect
 import string
@@ -911,7 +912,42 @@ class CallsMixin(U.UfuncMethodsMixin):
             return self.type_test(name, node, args, kws)
         if name in ("zip", "enumerate"):
             self.unsupported(f"{name}() outside a for loop or comprehension", node)
+        if name == "dict":
+            return self.dict_call(node, args, kws)
         self.unsupported(f"the builtin {name}()", node)
+
+    def dict_call(self, node, args, kws) -> str:
+        """Python's dict(): ``dict()``, ``dict(a=1)``, ``dict(mapping_or_pairs, **kw)``.
+        Pairs made by zip/enumerate or a comprehension become a dict comprehension;
+        anything else is copied at run time (a dict's items, or an iterable of pairs
+        checked as Python checks them: ``__py_dict``)."""
+        if len(args) > 1:
+            self.unsupported(f"dict() with {len(args)} positional arguments (Python takes one)",
+                             node)
+        if None in kws:
+            self.unsupported("dict(**mapping)", node)
+        if not args:
+            base = "dict()"
+        elif isinstance(args[0], (ast.Dict, ast.DictComp)):
+            base = self.expr(args[0])
+        elif (isinstance(args[0], (ast.GeneratorExp, ast.ListComp)) or (
+                isinstance(args[0], ast.Call) and self.builtin_called(args[0]) in ("zip", "enumerate"))):
+            k, v = self.b.tmp("k"), self.b.tmp("v")
+            comp = ast.DictComp(
+                key=ast.Name(id=k, ctx=ast.Load()), value=ast.Name(id=v, ctx=ast.Load()),
+                generators=[ast.comprehension(
+                    target=ast.Tuple(elts=[ast.Name(id=k, ctx=ast.Store()),
+                                           ast.Name(id=v, ctx=ast.Store())], ctx=ast.Store()),
+                    iter=args[0], ifs=[], is_async=0)])
+            for sub in ast.walk(comp):
+                if getattr(sub, "lineno", None) is None and hasattr(sub, "_attributes"):
+                    ast.copy_location(sub, node)
+            base = self.expr(comp)
+        else:
+            base = f"{self.b.helper('__py_dict')}({self.expr(args[0])})"
+        for key, value in kws.items():
+            base = f"setitem({base}, {self.expr(value)}, {json.dumps(key)})"
+        return base
 
     def vectorize_otype(self, otypes, node) -> str:
         """The text of np.vectorize's output dtype: nil (the first result's) or a name."""

@@ -19,8 +19,10 @@ HELPERS = {
     "__round_int": """define(__round_int, x,
   if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
     "__item": """define(__item, x, item(x))""",
-    # Python's sum(xs): over the first axis, 0 (an int) for nothing to add.
-    "__py_sum": """define(__py_sum, x, if(len(x) == 0, 0, sum(x, axis=0)))""",
+    # Python's sum(xs): a list or tuple added left to right as Python adds
+    # (__py_sum_list); an array over its first axis, 0 (an int) for nothing to add.
+    "__py_sum": """define(__py_sum, x, if(contains(list("list", "tuple"), type(x)),
+  __py_sum_list(x), if(len(x) == 0, 0, sum(x, axis=0))))""",
     # sum() of a list the translator sees made (a generator, a comprehension,
     # a display): added left to right from 0, as Python adds (its ints stay
     # ints, its floats rounded in Python's order).
@@ -35,7 +37,7 @@ HELPERS = {
   while(i < n, block(define(x, getitem(x, getitem(t, i))), define(i, i + 1))),
   x))""",
 }
-HELPER_DEPS: dict = {}
+HELPER_DEPS: dict = {"__py_sum": ("__py_sum_list",)}
 
 
 # Expansions written inline, at the user's line (so that an error in them
@@ -59,6 +61,18 @@ HELPERS.update({
   if(str_endswith(t, " array"), if(ndim(x) == 0, concat("numpy.", str_replace(t, " array", "")),
     "numpy.ndarray"), t)))))""",
 })
+# dict(x): a dict's items (values are not shared: a copy), or an iterable of
+# pairs, each checked as Python checks it.
+HELPERS["__py_dict"] = """define(__py_dict, x, if(type(x) == "dict", x, block(
+  define(d, dict()), define(i, 0), define(n, len(x)),
+  while(i < n, block(define(p, getitem(x, i)),
+    if(!contains(list("list", "tuple", "string", "dict"), type(p)),
+      assert(false, concat("$ETypeError] cannot convert dictionary update sequence element #",
+        str(i), " to a sequence"))),
+    if(len(p) != 2, assert(false, concat("$EValueError] dictionary update sequence element #",
+      str(i), " has length ", str(len(p)), "; 2 is required"))),
+    define(d, setitem(d, getitem(p, 1), getitem(p, 0))), define(i, i + 1))),
+  d)))""".replace("$E", ERROR_TAG)
 # A set's sum, min and max (sets are dicts of their elements, _sets.py): over
 # its keys in any order, exact for ints; floats would be added in Python's set order.
 HELPERS["__set_sum"] = """define(__set_sum, s, block(

@@ -33,6 +33,7 @@ from ._list_args import (_result_spec, _returns_spec, changed_roots,
                          convert_result, element_check, element_names)
 from ._sets import rewrite_sets
 from ._statements import StatementsMixin
+from ._aliases import alias_hazards, hazard_check, static_hazard
 from ._templates import ERROR_TAG, HELPER_DEPS, HELPERS, INLINE, RAISABLE  # noqa: F401
 
 
@@ -679,7 +680,6 @@ _UNSUPPORTED_STMTS = {
     ast.Nonlocal: "nonlocal statement",
     ast.Import: "import statement",
     ast.ImportFrom: "import statement",
-    ast.Delete: "del statement",
 }
 if hasattr(ast, "TryStar"):
     _UNSUPPORTED_STMTS[ast.TryStar] = "try statement"
@@ -697,6 +697,19 @@ _UNSUPPORTED_EXPRS = {
 
 # Sentinel for "not statically resolvable".
 _NO = object()
+
+
+def _read_after(fdef, stmt, name: str):
+    """A read of ``name`` in ``fdef`` after ``del name`` (``stmt``): on a later line,
+    or anywhere in a loop holding ``stmt`` (its next turn); None if there is none."""
+    loops = [n for n in ast.walk(fdef) if isinstance(n, (ast.For, ast.While))
+             and any(s is stmt for s in ast.walk(n))]
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            if n.lineno > stmt.lineno or any(
+                    any(m is n for m in ast.walk(loop)) for loop in loops):
+                return n
+    return None
 
 
 class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
@@ -725,6 +738,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         # Variables holding an object another holds that the function changes in
         # place (_list_args.element_names): a list or dict there is refused.
         self.elements: set = set()
+        self.hazards: dict = {}  # _aliases.alias_hazards of the function being translated
         self.fdef = self.node  # the def being translated (a nested one inside it)
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
@@ -833,6 +847,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         saved_line = self.line
         self.line = node.lineno
         outer_writeback, outer_elements = self.writeback, self.elements
+        outer_hazards = self.hazards
         outer_breaks, self.break_flags = self.break_flags, []
         outer_fdef, self.fdef = self.fdef, node
         if not toplevel:
@@ -840,6 +855,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         param_names = self.param_names(node.args, True)
         given_back = {p for p in param_names if self.writeback and mangle(p) in self.writeback}
         self.elements = element_names(node, given_back)
+        self.hazards = alias_hazards(node)
         # a parameter changed in place is checked once, on entry (not in its loops)
         checked = [p for p in param_names if p in self.elements]
         self.elements -= set(checked)
@@ -860,6 +876,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             self.scope, self.renames = outer_scope, outer_renames
             self.line = saved_line
             self.writeback, self.elements = outer_writeback, outer_elements
+            self.hazards = outer_hazards
             self.break_flags, self.fdef = outer_breaks, outer_fdef
         return self.mark(node.lineno) + _define_function(name, params, body_text)
 
@@ -907,14 +924,34 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         if self.elements:
             texts = [element_check(self.name(name, node), name, ERROR_TAG)
                      for name in changed_roots(node) if name in self.elements] + texts
+        if id(node) in self.hazards:
+            texts = [self.alias_check(*self.hazards[id(node)])] + texts
         if texts:
             texts[0] = self.mark(node.lineno) + texts[0]
         return texts
+
+    def alias_check(self, node, names, holder, change) -> str:
+        """The run-time refusal of two names for one list or dict that ``change``
+        changes in place (_aliases.py); ``a = b = []`` is refused here."""
+        if static_hazard(node):
+            self.unsupported(
+                f"{' = '.join(sorted(names))} = ...: one list or dict under two names, one of "
+                f"them changed in place later (line {change.lineno}), which Python shows through "
+                f"both and a jit function (whose lists and dicts are values) cannot", node,
+                "give each name its own value (a = []; b = [])")
+        if holder is not None:
+            value = next(iter(names))
+        else:
+            value = node.value.id
+        return hazard_check(names, holder, change, self.name(value, node), ERROR_TAG)
 
     def _stmt(self, node, tail) -> list:
         kind = type(node)
         if kind in _UNSUPPORTED_STMTS:
             self.unsupported(_UNSUPPORTED_STMTS[kind], node)
+        if isinstance(node, ast.Delete):
+            out = [t for target in node.targets for t in self.del_target(target, node)]
+            return out + ["nil"] if tail else out
         if isinstance(node, ast.Return):
             value = self.expr(node.value) if node.value is not None else None
             if self.writeback:
@@ -940,6 +977,40 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         if tail:
             out.append("nil")
         return out
+
+    def del_target(self, target, node) -> list:
+        """``del d[k]`` / ``del xs[i]``: ``d.pop(k)`` (KeyError and IndexError as
+        Python's); ``del xs[a:b]``: ``xs[a:b] = []``; ``del x`` of a variable not read
+        after it: nothing to do (a program frees values itself)."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return [t for e in target.elts for t in self.del_target(e, node)]
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            if isinstance(target.slice, ast.Slice):
+                if target.slice.step is not None:
+                    self.unsupported("del xs[a:b:c] with a step", node,
+                                     "write xs = [v for i, v in enumerate(xs) if ...]")
+                new = ast.Assign(targets=[ast.Subscript(value=target.value, slice=target.slice,
+                                                        ctx=ast.Store())],
+                                 value=ast.List(elts=[], ctx=ast.Load()))
+            else:
+                new = ast.Expr(value=ast.Call(
+                    func=ast.Attribute(value=ast.Name(id=target.value.id, ctx=ast.Load()),
+                                       attr="pop", ctx=ast.Load()),
+                    args=[target.slice], keywords=[]))
+            for sub in ast.walk(new):
+                if getattr(sub, "lineno", None) is None and hasattr(sub, "_attributes"):
+                    ast.copy_location(sub, node)
+            return self._simple_stmt(new)
+        if isinstance(target, ast.Name) and self.is_variable(target.id):
+            later = _read_after(self.fdef, node, target.id)
+            if later is not None:
+                self.unsupported(
+                    f"del {target.id} with '{target.id}' read again (line {later.lineno})", node,
+                    "Python would raise UnboundLocalError there unless it is assigned first; "
+                    "assign it a new value instead of deleting it")
+            return []
+        self.unsupported(f"del of {_unparsed(target)}", node,
+                         "tessera.jit deletes d[k], xs[i], xs[a:b] of variables and variables")
 
     def returned(self, value: str) -> str:
         """The entry's result with the parameters given back (self.writeback)."""
