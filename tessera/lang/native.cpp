@@ -1534,12 +1534,27 @@ struct Gen {
       for (const FNode& k : n.kids) writes(k);
       if (n.op != Op::SetItem || n.kids[0].op != Op::Var || !dict_reg[n.kids[0].reg]) return;
       int& k = item_kind[n.kids[0].reg];
-      const FNode& v = n.kids[1];
-      if (k < 0 && v.op == Op::Const && is_scalar(v.constant.k)) k = v.constant.k;
-      if (k < 0 && v.op == Op::Var && is_scalar(regs[v.reg].k)) k = regs[v.reg].k;
+      if (k < 0) k = written_kind(n.kids[1]);
     };
     writes(loop_cond);
     writes(loop_body);
+  }
+  // The kind of a number written into a dict, as far as it shows without
+  // running the loop (`d.get(k, 0) + 1`: Python's int); -1 unknown. A wrong
+  // guess costs a bail at the first read of another kind, not an answer.
+  int written_kind(const FNode& v) const {
+    if (v.op == Op::Const) return is_scalar(v.constant.k) ? v.constant.k : -1;
+    if (v.op == Op::Var) return is_scalar(regs[v.reg].k) ? regs[v.reg].k : -1;
+    if (v.op == Op::Call && v.obj_op == ObjOp::get && v.kids.size() == 3)
+      return written_kind(v.kids[2]);
+    if (v.op != Op::Binary || v.kids.size() != 2) return -1;
+    const int a = written_kind(v.kids[0]), c = written_kind(v.kids[1]);
+    const bool py = (a == Reg::PyInt || a == Reg::PyFloat) && (c == Reg::PyInt || c == Reg::PyFloat);
+    if (!py) return -1;
+    if (v.fast == Fast::add || v.fast == Fast::sub || v.fast == Fast::mul ||
+        v.fast == Fast::floordiv || v.fast == Fast::mod)
+      return a == Reg::PyFloat || c == Reg::PyFloat ? Reg::PyFloat : Reg::PyInt;
+    return v.fast == Fast::div ? Reg::PyFloat : -1;
   }
   // The key of d[k], d[i, j] (a tuple), `k in d`: numbers, as Regs in an
   // alloca for the helper.

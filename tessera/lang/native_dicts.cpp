@@ -1,6 +1,7 @@
 // Dicts and sets read and written by native loops (native_dicts.hpp).
 #include "tessera/lang/native_dicts.hpp"
 
+#include <cstring>
 #include <utility>
 
 #include "tessera/lang/fastloop_impl.hpp"
@@ -35,6 +36,18 @@ bool ndict_key(const Reg* keys, int64_t n, Value& out) {
     if (!ndict_scalar_key(keys[k], items[static_cast<size_t>(k)])) return false;
   out = Value::tuple(std::move(items));
   return true;
+}
+
+// The same Python bool, int or float, bit for bit (0.0 is not -0.0).
+bool ndict_same_number(const Value& a, const Value& b) {
+  if (a.kind() != b.kind()) return false;
+  if (a.is_bool()) return a.as_bool() == b.as_bool();
+  if (a.is_int()) return a.as_int() == b.as_int();
+  if (a.is_float()) {
+    const double x = a.as_float(), y = b.as_float();
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  }
+  return false;
 }
 
 // The dict at object index `obj`, or null.
@@ -80,6 +93,13 @@ extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nh
     Value key;
     if (!ndict_key(keys, nkeys, key)) return 1;
     Value item = FastLoop::Impl::to_value(*value, st);
+    // s.add(k) of a k already there (d[k] = v of v there): nothing changes,
+    // nothing to log. Only the very same Python number (1 replaces True).
+    if (const Value* old = st.objects[static_cast<size_t>(obj)].as_dict().find(key);
+        old != nullptr && ndict_same_number(*old, item)) {
+      ++st.inline_ops;
+      return 0;
+    }
     FastLoop::Impl::own_dict(static_cast<int32_t>(obj), key, st)
         .set(std::move(key), std::move(item));
     ++st.inline_ops;
