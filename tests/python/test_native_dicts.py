@@ -7,6 +7,7 @@ Python's, the same with native code, the register interpreter and the general
 evaluation, at 1 and 2 threads; the loops must run as native code (the debug
 log), and a bail late in a long loop must roll the dicts back exactly."""
 
+import numpy as np
 import pytest
 from jit_check import cases_script, loop_log_lines, run_on_every_path, same_as_python
 
@@ -133,6 +134,20 @@ def equal_keys_of_three_kinds(d, n):
     return t, len(d)
 
 
+def numpy_keys(a, d):
+    # NumPy's int64 and float64 elements as keys: the Python numbers of the
+    # same value (np.int64(3), 3.0 and 3 are one key).
+    t = 0.0
+    hits = 0
+    for i in range(a.shape[0]):
+        if a[i] in d:
+            hits += 1
+            t += d[a[i]]
+        d[a[i] * 2] = i * 0.5
+        t += d.get(a[i] * 1.0, -1.0)
+    return t, hits, len(d)
+
+
 def missing_key(d, n):
     t = 0
     for i in range(n):
@@ -166,6 +181,7 @@ CASES = [(membership, ({0: 3, 2: 5, 4: 7, 9: 11}, 12)),
          (grid_by_tuple_keys, (9,)),
          (set_made_in_the_loop, (20,)),
          (equal_keys_of_three_kinds, ({k: k * 2 for k in range(30)}, 30)),
+         (numpy_keys, (np.arange(-5, 25, dtype=np.int64), {k: k * 0.25 for k in range(0, 40, 3)})),
          (missing_key, ({0: 1, 1: 2, 2: 3}, 5)),
          (late_bail, ({**{k: k for k in range(50)}, -1: 0.5}, 2000))]
 
@@ -173,13 +189,26 @@ CASES = [(membership, ({0: 3, 2: 5, 4: 7, 9: 11}, 12)),
 # interpreter, after the native code's bail).
 COMPILED = (membership, writes_in_place, counter, float_values, sieve_with_a_set, collatz_memo,
             two_sum_pairs, grid_by_tuple_keys, set_made_in_the_loop, equal_keys_of_three_kinds,
-            late_bail)
+            numpy_keys, late_bail)
 
 
-@pytest.mark.parametrize("f, args", [c for c in CASES if c[0] is not missing_key],
-                         ids=[f.__name__ for f, _ in CASES if f is not missing_key])
+_OWN_TESTS = (missing_key, numpy_keys)
+
+
+@pytest.mark.parametrize("f, args", [c for c in CASES if c[0] not in _OWN_TESTS],
+                         ids=[f.__name__ for f, _ in CASES if f not in _OWN_TESTS])
 def test_dict_loops_agree_with_python(f, args, threads):
     same_as_python(f, *args)
+
+
+def test_numpy_scalar_keys_are_python_s_keys(threads):
+    a = np.arange(-5, 25, dtype=np.int64)
+    d = {k: k * 0.25 for k in range(0, 40, 3)}
+    expected = dict(d)
+    want = numpy_keys(a, expected)
+    got = tessera.jit(numpy_keys)(a, d)
+    assert got == want and [type(x) for x in got] == [type(x) for x in want], (got, want)
+    assert d == expected and list(d) == list(expected)
 
 
 def test_late_bail_in_a_dict_passed_in_leaves_python_s_dict(threads):
