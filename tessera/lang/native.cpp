@@ -45,6 +45,7 @@
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/lang/native_arrays.hpp"
 #include "tessera/lang/native_cache.hpp"
+#include "tessera/lang/native_dicts.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/random_stream.hpp"
 #include "tessera/runtime/interrupt.hpp"
@@ -271,7 +272,11 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_list_len),
                           reinterpret_cast<void*>(&native_list_get),
                           reinterpret_cast<void*>(&native_list_iterate),
-                          reinterpret_cast<void*>(&native_row_view)};
+                          reinterpret_cast<void*>(&native_row_view),
+                          reinterpret_cast<void*>(&native_dict_find),
+                          reinterpret_cast<void*>(&native_dict_set),
+                          reinterpret_cast<void*>(&native_container_len),
+                          reinterpret_cast<void*>(&native_dict_new)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -449,6 +454,9 @@ struct Gen {
   // assigned (`_it = iterate(xs)`), or the kind of the variable an item is
   // assigned to. A read of another kind bails.
   std::vector<int> item_kind;
+  // Per register: it holds a dict (a set) in this code; item_kind is then
+  // the kind of its values (docs/runtime.md, "Dicts and sets in native code").
+  std::vector<bool> dict_reg;
   // `for x in xs`'s `_it = iterate(xs)` where `_it` is read only by that
   // loop (and its len() before it) and the loop does not assign xs: `_it`
   // holds xs's own list (no new object), and is left out of `held`, so that
@@ -1496,6 +1504,167 @@ struct Gen {
     return off;
   }
 
+  // ---- dicts and sets (native_dicts.hpp; docs/runtime.md, "Dicts and sets
+  // in native code"). Registers holding a dict when the loop starts, or
+  // assigned `{}` (`set()`), through `e = d`; the kind of their values from
+  // their first item, else from what the loop writes into them.
+  void find_dicts(const std::vector<const FNode*>& asg) {
+    dict_reg.assign(regs.size(), false);
+    for (size_t r = 0; r < regs.size(); ++r) {
+      const auto o = static_cast<size_t>(regs[r].a);
+      if (regs[r].k != Reg::Obj || o >= objects.size() || !objects[o].is_dict()) continue;
+      dict_reg[r] = true;
+      Reg first;
+      const Dict& d = objects[o].as_dict();
+      if (!d.items.empty() && FastLoop::Impl::scalar_of(d.items[0].second, first))
+        item_kind[r] = first.k;
+    }
+    for (bool more = true; more;) {
+      more = false;
+      for (const FNode* a : asg) {
+        const FNode& v = a->kids[0];
+        if (dict_reg[a->reg]) continue;
+        if (v.op == Op::NewDict || (v.op == Op::Var && dict_reg[v.reg])) {
+          dict_reg[a->reg] = more = true;
+          if (v.op == Op::Var) item_kind[a->reg] = item_kind[v.reg];
+        }
+      }
+    }
+    std::function<void(const FNode&)> writes = [&](const FNode& n) {
+      for (const FNode& k : n.kids) writes(k);
+      if (n.op != Op::SetItem || n.kids[0].op != Op::Var || !dict_reg[n.kids[0].reg]) return;
+      int& k = item_kind[n.kids[0].reg];
+      if (k < 0) k = written_kind(n.kids[1]);
+    };
+    writes(loop_cond);
+    writes(loop_body);
+  }
+  // The kind of a number written into a dict, as far as it shows without
+  // running the loop (`d.get(k, 0) + 1`: Python's int); -1 unknown. A wrong
+  // guess costs a bail at the first read of another kind, not an answer.
+  int written_kind(const FNode& v) const {
+    if (v.op == Op::Const) return is_scalar(v.constant.k) ? v.constant.k : -1;
+    if (v.op == Op::Var) return is_scalar(regs[v.reg].k) ? regs[v.reg].k : -1;
+    if (v.op == Op::Call && v.obj_op == ObjOp::get && v.kids.size() == 3)
+      return written_kind(v.kids[2]);
+    if (v.op != Op::Binary || v.kids.size() != 2) return -1;
+    const int a = written_kind(v.kids[0]), c = written_kind(v.kids[1]);
+    const bool py = (a == Reg::PyInt || a == Reg::PyFloat) && (c == Reg::PyInt || c == Reg::PyFloat);
+    if (!py) return -1;
+    if (v.fast == Fast::add || v.fast == Fast::sub || v.fast == Fast::mul ||
+        v.fast == Fast::floordiv || v.fast == Fast::mod)
+      return a == Reg::PyFloat || c == Reg::PyFloat ? Reg::PyFloat : Reg::PyInt;
+    return v.fast == Fast::div ? Reg::PyFloat : -1;
+  }
+  // The key of d[k], d[i, j] (a tuple), `k in d`: numbers, as Regs in an
+  // alloca for the helper.
+  llvm::Value* dict_key(const FNode* const* keys, size_t nkeys) {
+    if (nkeys == 0 || nkeys > static_cast<size_t>(kMaxDims)) throw Refuse{"a dict key of no items"};
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* at = e.CreateAlloca(i64, e.getInt32(static_cast<uint32_t>(2 * nkeys)));
+    for (size_t k = 0; k < nkeys; ++k) {
+      CV v = eval(*keys[k]);
+      if (!scalar_cv(v)) throw Refuse{"a dict key that is not a number or a tuple of numbers"};
+      put_reg(at, static_cast<int64_t>(k), v);
+    }
+    return b.CreateBitCast(at, i8p);
+  }
+  // native_dict_find on register r's dict: its status, the value's payload
+  // in `out` when `kind` >= 0.
+  llvm::Value* dict_find(llvm::Value* obj, llvm::Value* key, size_t nkeys, int kind,
+                         llvm::Value* out) {
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i8p, i64, i64, i8p}, false);
+    llvm::Value* rc = b.CreateCall(
+        ft, fptr(reinterpret_cast<void*>(&native_dict_find), ft),
+        {cptr, obj, key, b.getInt64(static_cast<int64_t>(nkeys)), b.getInt64(kind),
+         out ? b.CreateBitCast(out, i8p) : llvm::ConstantPointerNull::get(b.getInt8PtrTy())});
+    bail_if(b.CreateICmpEQ(rc, b.getInt32(kNativeDictBail)));
+    return rc;
+  }
+  CV dict_value(int k, llvm::Value* payload) {
+    const auto kk = static_cast<Reg::Kind>(k);
+    if (is_bool(kk)) return CV{k, b.CreateICmpNE(b.CreateTrunc(payload, i8), b.getInt8(0))};
+    if (is_int(kk)) return CV{k, payload};
+    return CV{k, b.CreateBitCast(payload, f64)};
+  }
+  int dict_kind(int r) {
+    const int k = item_kind[r];
+    if (k < 0 || !is_scalar(static_cast<Reg::Kind>(k)))
+      throw Refuse{"a dict's values of a kind not known when compiled"};
+    return k;
+  }
+  // d[k] (a missing key: the interpreter's KeyError at the user's line).
+  CV dict_item(const FNode& n) {
+    const int r = n.kids[0].reg;
+    const int k = dict_kind(r);
+    CV d = read(r);
+    std::vector<const FNode*> keys;
+    for (size_t i = 1; i < n.kids.size(); ++i) keys.push_back(&n.kids[i]);
+    llvm::Value* key = dict_key(keys.data(), keys.size());
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* out = e.CreateAlloca(i64);
+    bail_if(b.CreateICmpNE(dict_find(d.v, key, keys.size(), k, out), b.getInt32(kNativeDictHit)));
+    count(n.counter);
+    return dict_value(k, b.CreateLoad(i64, out));
+  }
+  // `k in d` (not_ of it: negate) and d.get(k, default) of a number default.
+  CV dict_call(const FNode& n) {
+    const bool get = n.obj_op == ObjOp::get;
+    const FNode& x = n.kids[0];
+    if (x.op != Op::Var || kind[x.reg] != Reg::Obj || !dict_reg[x.reg])
+      throw Refuse{"'" + n.spec->name + "' of what is not a dict"};
+    if (get && n.kids.size() != 3) throw Refuse{"d.get(k) without a default (None)"};
+    const int k = get ? dict_kind(x.reg) : -1;
+    CV d = read(x.reg);
+    const FNode* key_node = &n.kids[1];
+    llvm::Value* key = dict_key(&key_node, 1);
+    if (!get) {
+      llvm::Value* rc = dict_find(d.v, key, 1, -1, nullptr);
+      count(n.slot);
+      return CV{Reg::PyBool, b.CreateICmpEQ(rc, b.getInt32(kNativeDictHit))};
+    }
+    CV dflt = eval(n.kids[2]);
+    if (dflt.k != k || dflt.s) throw Refuse{"d.get(k, v) with v of another kind than d's values"};
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* out = e.CreateAlloca(i64);
+    llvm::Value* rc = dict_find(d.v, key, 1, k, out);
+    CV found = dict_value(k, b.CreateLoad(i64, out));
+    count(n.slot);
+    return CV{k, b.CreateSelect(b.CreateICmpEQ(rc, b.getInt32(kNativeDictHit)), found.v, dflt.v)};
+  }
+  // d[k] = v, d[i, j] = v, s.add(k) (`s[k] = True`), d[k] += v.
+  CV dict_set(const FNode& n) {
+    if (!n.in_place) throw Refuse{"a dict written that is not assigned back"};
+    const int r = n.kids[0].reg;
+    CV d = read(r);
+    CV v = eval(n.kids[1]);  // the interpreter's order: the value, then the key
+    if (!scalar_cv(v)) throw Refuse{"a dict's value that is not a number"};
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* item = e.CreateAlloca(i64, e.getInt32(2));
+    put_reg(item, 0, v);
+    std::vector<const FNode*> keys;
+    for (size_t i = 2; i < n.kids.size(); ++i) keys.push_back(&n.kids[i]);
+    llvm::Value* key = dict_key(keys.data(), keys.size());
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i8p, i64, i8p}, false);
+    llvm::Value* rc = b.CreateCall(
+        ft, fptr(reinterpret_cast<void*>(&native_dict_set), ft),
+        {cptr, b.CreateBitCast(held, i8p), b.getInt64(static_cast<int64_t>(regs.size())),
+         b.getInt64(r), d.v, key, b.getInt64(static_cast<int64_t>(keys.size())),
+         b.CreateBitCast(item, i8p)});
+    bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    count(n.counter);
+    return d;
+  }
+  // {} and set() made in the loop (an empty dict: native_dict_new).
+  CV new_dict(const FNode& n) {
+    if (!n.kids.empty()) throw Refuse{"a dict made in the loop with items"};
+    auto* ft = llvm::FunctionType::get(i64, {i8p}, false);
+    llvm::Value* obj = b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_dict_new), ft), {cptr});
+    bail_if(b.CreateICmpSLT(obj, b.getInt64(0)));
+    b.CreateStore(b.getTrue(), made_any);
+    return CV{Reg::Obj, obj};
+  }
+
   bool arr_var(const FNode& k) { return k.op == Op::Var && kind[k.reg] == Reg::Arr; }
 
   CV getitem(const FNode& n) {
@@ -1512,6 +1681,8 @@ struct Gen {
       count(n.counter);
       return CV{Reg::PyInt, ashape(r, d)};
     }
+    if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && dict_reg[n.kids[0].reg])
+      return dict_item(n);
     if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && val[n.kids[0].reg] &&
         n.kids.size() == 2)
       return list_item(n);
@@ -1571,6 +1742,8 @@ struct Gen {
   }
 
   CV setitem(const FNode& n) {
+    if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && dict_reg[n.kids[0].reg])
+      return dict_set(n);
     if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
       throw Refuse{"an element write to what is not an array variable"};
     const int r = n.kids[0].reg;
@@ -1776,6 +1949,7 @@ struct Gen {
   // A float function of one number (np.sqrt(x), math.exp(x), ...): the
   // kind of its result found by calling the primitive once on a sample.
   CV call(const FNode& n) {
+    if ((n.obj_op == ObjOp::contains || n.obj_op == ObjOp::get) && lists) return dict_call(n);
     static const std::map<std::string, UnaryOp, std::less<>> ops = {
         {"sqrt", UnaryOp::sqrt},   {"exp", UnaryOp::exp},
         {"log", UnaryOp::log},     {"sin", UnaryOp::sin},
@@ -1823,8 +1997,8 @@ struct Gen {
       CV v = eval_any(n.kids[0]);
       if (v.k != Reg::Obj) throw Refuse{"len() of a value that is not an array or a list"};
       auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
-      llvm::Value* len =
-          b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_len), ft), {cptr, v.v});
+      llvm::Value* len = b.CreateCall(
+          ft, fptr(reinterpret_cast<void*>(&native_container_len), ft), {cptr, v.v});
       bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
       count(n.slot);
       return CV{Reg::PyInt, len};
@@ -2102,7 +2276,7 @@ struct Gen {
       case Op::NewList:
         return new_list(n);
       case Op::NewDict:
-        throw Refuse{"a dict made in the loop"};
+        return new_dict(n);
       case Op::Append:
         return append(n);
       case Op::Uniform: {
@@ -3385,6 +3559,7 @@ struct Gen {
       if (n.op == Op::NewList || (is_iterate(n) && !iterates_array(n)))
         lists = makes_arrays = true;
       if (n.op == Op::Append) lists = true;
+      if (n.op == Op::NewDict) lists = makes_arrays = true;
       if (n.op == Op::Assign) asg.push_back(&n);
       for (const FNode& k : n.kids) walk(k);
     };
@@ -3401,6 +3576,7 @@ struct Gen {
           FastLoop::Impl::scalar_of(objects[o].as_list()[0], first))
         item_kind[r] = first.k;
     }
+    find_dicts(asg);
     // Through `ys = xs` and `_it = iterate(xs)`, then from the variables
     // items are assigned to, until nothing changes.
     for (bool more = true; more;) {
@@ -4132,7 +4308,8 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   }
   const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
   const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
-                           LLVM_VERSION_STRING + " format 2 cpu " +
+                           LLVM_VERSION_STRING + " format 2 helpers " +
+                           std::to_string(std::size(kHelpers)) + " cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
   const Digest key = sha1(salt, ir);
   const std::string name = "tessera_loop_" + hex(key);

@@ -1,0 +1,134 @@
+// Dicts and sets read and written by native loops (native_dicts.hpp).
+#include "tessera/lang/native_dicts.hpp"
+
+#include <cstring>
+#include <utility>
+
+#include "tessera/lang/fastloop_impl.hpp"
+
+namespace tessera {
+
+namespace {
+
+// A number register as the dict key the interpreter makes of it (key_of:
+// python_dict_key of its value): Python's bool, int or float, NumPy's
+// scalars as the Python number of the same value. False for anything else.
+bool ndict_scalar_key(const Reg& r, Value& out) {
+  if (r.k == Reg::PyBool || r.k == Reg::NpBool) {
+    out = Value(r.b);
+  } else if (r.int_payload()) {
+    out = Value(r.i);
+  } else if (r.float_payload()) {
+    out = Value(r.f);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// The key of `n` registers: one number, or a tuple of them (`d[i, j]`,
+// `pairs.add((a, b))`).
+bool ndict_key(const Reg* keys, int64_t n, Value& out) {
+  if (n == 1) return ndict_scalar_key(keys[0], out);
+  if (n < 1) return false;
+  List items(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k)
+    if (!ndict_scalar_key(keys[k], items[static_cast<size_t>(k)])) return false;
+  out = Value::tuple(std::move(items));
+  return true;
+}
+
+// The same Python bool, int or float, bit for bit (0.0 is not -0.0).
+bool ndict_same_number(const Value& a, const Value& b) {
+  if (a.kind() != b.kind()) return false;
+  if (a.is_bool()) return a.as_bool() == b.as_bool();
+  if (a.is_int()) return a.as_int() == b.as_int();
+  if (a.is_float()) {
+    const double x = a.as_float(), y = b.as_float();
+    return std::memcmp(&x, &y, sizeof x) == 0;
+  }
+  return false;
+}
+
+// The dict at object index `obj`, or null.
+const Value* ndict_at(const NativeCtx* c, int64_t obj) {
+  if (c->state == nullptr) return nullptr;  // a prange chunk: no interpreter state
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return nullptr;
+  const Value& v = st.objects[static_cast<size_t>(obj)];
+  return v.is_dict() ? &v : nullptr;
+}
+
+}  // namespace
+
+extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, int64_t nkeys,
+                                    int64_t kind, int64_t* out) {
+  const Value* d = ndict_at(c, obj);
+  if (d == nullptr) return kNativeDictBail;
+  // Everything thrown stops here: the generated code cannot unwind.
+  try {
+    Value key;
+    if (!ndict_key(keys, nkeys, key)) return kNativeDictBail;
+    const Value* found = d->as_dict().find(key);
+    if (found == nullptr) return kNativeDictMiss;
+    if (kind < 0) return kNativeDictHit;
+    Reg r;
+    if (!FastLoop::Impl::scalar_of(*found, r) || r.k != kind) return kNativeDictBail;
+    *out = r.i;
+    return kNativeDictHit;
+  } catch (...) {
+    return kNativeDictBail;
+  }
+}
+
+extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                   int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value) {
+  if (ndict_at(c, obj) == nullptr || !value->scalar()) return 1;
+  // Another register holding the same dict would see the change (Python's
+  // aliasing): the interpreter's, which leaves it to the general path.
+  for (int64_t k = 0; k < nheld; ++k)
+    if (k != r && held[k] == obj) return 1;
+  FastLoop::Impl::State& st = *c->state;
+  try {
+    Value key;
+    if (!ndict_key(keys, nkeys, key)) return 1;
+    Value item = FastLoop::Impl::to_value(*value, st);
+    // s.add(k) of a k already there (d[k] = v of v there): nothing changes,
+    // nothing to log. Only the very same Python number (1 replaces True).
+    if (const Value* old = st.objects[static_cast<size_t>(obj)].as_dict().find(key);
+        old != nullptr && ndict_same_number(*old, item)) {
+      ++st.inline_ops;
+      return 0;
+    }
+    FastLoop::Impl::own_dict(static_cast<int32_t>(obj), key, st)
+        .set(std::move(key), std::move(item));
+    ++st.inline_ops;
+    return 0;
+  } catch (...) {
+    return 1;  // a dict at its size limit: the general path reports it
+  }
+}
+
+extern "C" int64_t native_container_len(NativeCtx* c, int64_t obj) {
+  if (c->state == nullptr) return -1;
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
+  const Value& v = st.objects[static_cast<size_t>(obj)];
+  if (v.is_list()) return static_cast<int64_t>(v.as_list().size());
+  if (v.is_dict()) return static_cast<int64_t>(v.as_dict().items.size());
+  return -1;
+}
+
+extern "C" int64_t native_dict_new(NativeCtx* c) {
+  if (c->state == nullptr) return -1;
+  FastLoop::Impl::State& st = *c->state;
+  try {
+    const int32_t at = FastLoop::Impl::place_object(Value(Dict()), st);
+    ++st.made;  // a sweep between turns releases the dicts let go of
+    return at;
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // namespace tessera
