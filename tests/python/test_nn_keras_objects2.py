@@ -4,6 +4,8 @@ call in the same GradientTape's loss, and the optimizers' variables (`optimizer.
 `iterations`, `learning_rate`: names, paths, shapes, order, values after training, and copying
 them between optimizers with `assign`)."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -88,3 +90,138 @@ def test_batch_norm_read_in_inference_after_its_training_call_as_keras(keras):
     # JAX differentiates them: without that term the first step's loss would still agree
     # but the weights would not (checked above); and the statistics did move
     assert not np.allclose(np.asarray(inner.layers[1].moving_mean), 0.0)
+
+
+# ------------------------------------------------------------------ optimizer.variables
+
+_OPTIMIZERS = [("SGD", {"momentum": 0.9}), ("SGD", {"momentum": 0.5, "nesterov": True}),
+               ("SGD", {}), ("Adam", {}), ("Adam", {"amsgrad": True}), ("AdamW", {}),
+               ("RMSprop", {}), ("RMSprop", {"momentum": 0.5, "centered": True}),
+               ("Adagrad", {}), ("Adadelta", {}), ("Adamax", {}), ("Nadam", {}), ("Ftrl", {}),
+               ("Lion", {}), ("Lamb", {}), ("Adam", {"use_ema": True}),
+               ("SGD", {"momentum": 0.5, "gradient_accumulation_steps": 2})]
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(8, 3)).astype("float32"), rng.normal(size=(8, 2)).astype("float32")
+
+
+def _described(opt):
+    """(path without the optimizer's own name, name, shape, dtype, value) of each variable
+    (the optimizers' automatic names count what each process made before)."""
+    out = []
+    for v in opt.variables:
+        path = v.path.split("/", 1)[1] if v.path.startswith(opt.name + "/") else v.path
+        name = v.name
+        if re.fullmatch(r"variable(_\d+)?", name):  # (Nadam's unnamed Variable: counted)
+            path = name = "variable"
+        out.append((path, name, tuple(v.shape), str(v.dtype), np.array(v.numpy())))
+    return out
+
+
+def _assert_same_variables(got, want):
+    assert [g[:4] for g in got] == [w[:4] for w in want]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g[4], w[4], rtol=1e-4, atol=1e-6, err_msg=g[0])
+
+
+def _fitted(lib, cls, kw, weights=None, epochs=3):
+    x, y = _data()
+    m = lib.Sequential([lib.Input((3,)), lib.layers.Dense(2, name="d")], name="seq")
+    if weights is not None:
+        m.set_weights(weights)
+    opt = getattr(lib.optimizers, cls)(learning_rate=0.05, **kw)
+    m.compile(opt, "mse")
+    before = _described(opt)
+    m.fit(x, y, verbose=0, epochs=epochs, batch_size=4, shuffle=False)
+    return m, opt, before
+
+
+@pytest.mark.parametrize("cls,kw", _OPTIMIZERS, ids=lambda v: str(v))
+def test_optimizer_variables_after_fit_as_keras(keras, cls, kw):
+    km, kopt, kbefore = _fitted(keras, cls, kw)
+    weights = [np.asarray(w) for w in keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(2)]).get_weights()]
+    km, kopt, kbefore = _fitted(keras, cls, kw, weights)
+    tm, topt, tbefore = _fitted(tn, cls, kw, weights)
+    # before the first update: the iteration and the learning rate only (Keras builds the
+    # rest with the optimizer)
+    _assert_same_variables(tbefore, kbefore)
+    _assert_same_variables(_described(topt), _described(kopt))
+    assert int(topt.iterations) == int(kopt.iterations)
+    assert topt.variables[0].path == f"{topt.name}/iteration"
+
+
+def test_optimizer_state_copied_between_models_with_assign_as_keras(keras):
+    x, y = _data()
+    weights = [np.asarray(w) for w in keras.Sequential(
+        [keras.Input((3,)), keras.layers.Dense(2)]).get_weights()]
+    # Keras: 5 epochs of one model
+    km, kopt, _ = _fitted(keras, "Adam", {}, weights, epochs=5)
+    # tessera: 3 epochs of a, then its weights and optimizer state copied into b (trained
+    # once on other data so that its state exists), which goes on for 2 epochs
+    a, aopt, _ = _fitted(tn, "Adam", {}, weights, epochs=3)
+    b, bopt, _ = _fitted(tn, "Adam", {}, weights, epochs=1)
+    b.fit(x * 3.0, y, verbose=0, epochs=1, batch_size=8)
+    assert not np.allclose(bopt.variables[2].numpy(), aopt.variables[2].numpy())
+    b.set_weights(a.get_weights())
+    for v, w in zip(bopt.variables, aopt.variables):
+        v.assign(w)
+    assert int(bopt.iterations) == 6
+    b.fit(x, y, verbose=0, epochs=2, batch_size=4, shuffle=False)
+    for got, want in zip(b.get_weights(), km.get_weights()):
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-6)
+    _assert_same_variables(_described(bopt), _described(kopt))
+    # a wrong shape is refused by name
+    with pytest.raises(ValueError, match=r"\[Variable.assign\] .*seq_d_kernel_momentum has "
+                                         r"shape \(3, 2\)"):
+        bopt.variables[2].assign(np.zeros((4,)))
+    # the learning rate as Keras's variable: assign sets it
+    bopt.learning_rate.assign(0.01)
+    assert bopt.variables[1].numpy() == np.float32(0.01)
+    bopt.variables[1].assign(0.02)
+    assert float(bopt.learning_rate) == pytest.approx(0.02)
+
+
+class _TapeStep(tn.Model):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def train_step(self, data):
+        x, y = data
+        with tn.GradientTape() as tape:
+            loss = tn.ops.mean(tn.ops.square(self.inner(x) - y))
+        grads = tape.gradient(loss, self.inner.trainable_weights)
+        self.optimizer.apply_gradients(zip(grads, self.inner.trainable_weights))
+        return {"loss": loss}
+
+
+@pytest.mark.parametrize("cls", ["Adam", "RMSprop", "Nadam"])
+def test_optimizer_variables_of_a_tape_step_as_keras(keras, cls):
+    import jax  # noqa: PLC0415 - Keras's backend, present with the oracle
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    x, y = _data()
+    km = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2, name="d")], name="seq")
+    weights = [np.asarray(w) for w in km.get_weights()]
+    kopt = getattr(keras.optimizers, cls)(learning_rate=0.05)
+    kopt.build(km.trainable_variables)
+    tv, ov = [v.value for v in km.trainable_variables], [v.value for v in kopt.variables]
+    for i in (0, 4, 0, 4):
+        def loss_fn(tv_, xb=x[i:i + 4], yb=y[i:i + 4]):
+            out, _ = km.stateless_call(tv_, [], xb)
+            return jnp.mean(jnp.square(out - yb))
+
+        grads = jax.grad(loss_fn)(tv)
+        tv, ov = kopt.stateless_apply(ov, grads, tv)
+    for v, value in zip(kopt.variables, ov):
+        v.assign(value)
+    inner = tn.Sequential([tn.Input((3,)), tn.layers.Dense(2, name="d")], name="seq")
+    inner.set_weights(weights)
+    model = _TapeStep(inner)
+    topt = getattr(tn.optimizers, cls)(learning_rate=0.05)
+    model.compile(topt)
+    model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    _assert_same_variables(_described(topt), _described(kopt))

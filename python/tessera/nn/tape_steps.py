@@ -36,6 +36,7 @@ from . import callbacks as _cb
 from .functional import carried_mask_exprs, graph_layers
 from .layers import Context
 from .metric_base import Metric
+from .optimizer_variables import attach_tape
 from .program_constants import compile_program
 from .step_overrides import _ACTIVE, StepGradient, _user_override
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, depending_on, in_gradient_function,
@@ -730,10 +731,22 @@ class TapeStepProgram:
             layer._values[p.name] = a
         for n, a in zip(self.opt_state_names, new_s):
             state[n] = a
-        for opt in self.optimizers:
+        key_of = {trace.var_of[key]: key for key in self.keys}
+
+        def variable_of(name):
+            key = key_of.get(name)
+            if key is None:
+                return None
+            layer, p = self.values[key]
+            return layer._variable(p.name)
+
+        for q, opt in enumerate(self.optimizers):
             opt.__dict__["_tape_iterations"] = int(opt.__dict__.get("_tape_iterations", 0)) + \
                 applied[id(opt)]
             opt.__dict__["_iterations_of"] = (lambda o=opt: o.__dict__["_tape_iterations"])
+            # its state as Keras's `optimizer.variables`
+            attach_tape(opt, model, f"o{q}_", [st for i, st in self.opt_vars if i == q],
+                        variable_of)
         return {t.id: v for t, v in zip(self.reported, reported)}
 
 
