@@ -225,3 +225,75 @@ def test_optimizer_variables_of_a_tape_step_as_keras(keras, cls):
     model.compile(topt)
     model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0)
     _assert_same_variables(_described(topt), _described(kopt))
+
+
+# ------------------------------------------------------------------ SeedGenerator
+
+
+def _seed_states(lib):
+    g = lib.random.SeedGenerator(1337)
+    out = {"first": (g.state.name, g.state.path.split("/")[-1], str(g.state.dtype),
+                     tuple(g.state.shape), bool(g.state.trainable)),
+           "states": [np.array(g.state.numpy())]}
+    draws = []
+    for _ in range(3):
+        draws.append(np.asarray(lib.random.normal((4,), seed=g)))
+        out["states"].append(np.array(g.state.numpy()))
+    g.state.assign(np.array([1337, 1], "uint32"))  # back to the state after one draw
+    again = [np.asarray(lib.random.normal((4,), seed=g)) for _ in range(2)]
+    out["states"].append(np.array(g.state.numpy()))
+    out["config"] = g.get_config()
+    return out, draws, again
+
+
+def test_seed_generator_state_as_keras(keras):
+    kout, _, kagain = _seed_states(keras)
+    tout, tdraws, tagain = _seed_states(tn)
+    assert tout["first"] == kout["first"]
+    for a, b in zip(tout["states"], kout["states"]):
+        np.testing.assert_array_equal(a, b)
+        assert a.dtype == b.dtype
+    assert tout["config"]["seed"] == kout["config"]["seed"] == 1337
+    # the draws after the assignment repeat those made from that state (as Keras's do)
+    np.testing.assert_array_equal(tagain, tdraws[1:])
+    # a state that is not [seed, count] is refused by name
+    with pytest.raises(ValueError, match=r"\[SeedGenerator.state.assign\] .*seed_generator_state"):
+        tn.random.SeedGenerator(3).state.assign(np.zeros(3, "uint32"))
+
+
+class _Noise(tn.layers.Layer):
+    """A user's layer holding a SeedGenerator and drawing with it in call."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.seed_generator = tn.random.SeedGenerator(1337)
+
+    def call(self, x, training=None):
+        if training:
+            return x + 0.1 * tn.random.normal(tn.ops.shape(x), seed=self.seed_generator)
+        return x
+
+
+def test_layer_with_a_seed_generator_trains_saves_and_loads(tmp_path):
+    x = np.random.default_rng(1).normal(size=(8, 3)).astype("float32")
+
+    def run():
+        tn.utils.set_random_seed(4)
+        inp = tn.Input((3,))
+        m = tn.Model(inp, tn.layers.Dense(2)(_Noise(name="noise")(inp)))
+        m.compile("sgd", "mse")
+        h = m.fit(x, x[:, :2], epochs=3, batch_size=4, verbose=0, shuffle=False)
+        return m, h.history["loss"]
+
+    m1, l1 = run()
+    m2, l2 = run()
+    assert l1 == l2  # reproducible from the seeds
+    path = str(tmp_path / "noise.keras")
+    m1.save(path)
+    loaded = tn.saving.load_model(path, custom_objects={"_Noise": _Noise})
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), m1.predict(x, verbose=0),
+                               rtol=1e-6)
+    # as in Keras, the generator's state is not among the saved weights: a loaded layer's
+    # generator starts from its seed
+    assert isinstance(loaded.get_layer("noise").seed_generator, tn.random.SeedGenerator)
+    assert len(loaded.get_weights()) == len(m1.get_weights()) == 2
