@@ -186,6 +186,14 @@ class LearningRate(float):
         import numpy
         return numpy.float32(self)
 
+    def assign(self, value) -> None:
+        """Keras's ``optimizer.learning_rate.assign(value)``: sets a constant rate
+        (``set_learning_rate``; a TypeError under a schedule, as in Keras)."""
+        owner = getattr(self._rate_at, "__self__", None)
+        if owner is None:
+            raise TypeError("[learning_rate.assign] this learning rate has no optimizer")
+        owner.set_learning_rate(float(value))
+
     def __reduce__(self):
         return (float, (float(self),))
 

@@ -52,7 +52,7 @@ LAYERS = [
     ("graph", {"functional", "graph_order"}),
     ("layers", {"layers", "layers.*"}),
     ("losses and metrics", {"losses", "loss_calls", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
-                            "metrics", "clipping", "optimizer_classes", "parallel", "parallel_layers",
+                            "metrics", "clipping", "optimizer_classes", "optimizer_variables", "parallel", "parallel_layers",
                             "parallel_losses"}),
     ("the compiled step", {"programs", "regularizer_programs", "metric_programs", "step_overrides", "predict_step", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",

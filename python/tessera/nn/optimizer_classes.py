@@ -17,6 +17,8 @@ import numpy as np
 from .. import optim as _optim
 from ..optim import StateVar
 from .layers.base import _auto_name
+from .optimizer_variables import iteration_variable, optimizer_variables
+from .variables import is_tracing
 
 
 def _decay(weight_decay):
@@ -70,6 +72,26 @@ class KerasArguments:
         if name is not None and not isinstance(name, str):
             raise TypeError(f"[{kind}] name must be a str, got {name!r}")
         self.name = name or _auto_name(kind)  # sgd, sgd_1, ... (Keras's counters)
+
+    @property
+    def variables(self) -> list:
+        """Keras's `optimizer.variables`: the iteration count, the learning rate (a
+        constant one) and the state, as Variables in Keras's order and names, viewing the
+        state the training holds (optimizer_variables)."""
+        return optimizer_variables(self)
+
+    @property
+    def iterations(self):
+        """Keras's `optimizer.iterations`: the updates so far, as Keras's int32 Variable
+        (`int(...)`, `numpy()`, `assign(n)`); with gradient_accumulation_steps the updates
+        (the iteration variable // steps, a number); inside a traced step, the count as a
+        number."""
+        if is_tracing():
+            return _optim.Optimizer.iterations.fget(self)
+        steps = getattr(self, "gradient_accumulation_steps", None)
+        if steps:  # Keras's: the updates, the iteration variable // steps (not a Variable)
+            return np.int32(int(_optim.Optimizer.iterations.fget(self)) // steps)
+        return iteration_variable(self)
 
     @property
     def global_clipnorm(self):

@@ -12,7 +12,7 @@ from .. import _core
 from . import ops as _ops  # (at call time: ops.image imports this module)
 from .ops._base import FLOATX, eager_value, is_symbolic
 from .symbolic import STEP_SEED, _dtype_name, _record, user_location
-from .variables import is_tracing, reseed_variables
+from .variables import Variable, is_tracing, reseed_variables
 
 __all__ = ["SeedGenerator", "beta", "binomial", "categorical", "dropout", "gamma", "normal",
            "randint", "shuffle", "truncated_normal", "uniform"]
@@ -40,10 +40,40 @@ class SeedGenerator:
 
     @property
     def state(self):
-        return np.array([self.seed, self._count], dtype="int64")
+        """Keras's `seed_generator.state`: a uint32 Variable [seed, draws so far]
+        (`numpy()`, `assign([seed, count])`: the draws after it repeat those made from
+        that state)."""
+        return _SeedState(self)
 
     def get_config(self):
         return {"seed": self.seed, "name": self.name}
+
+
+class _SeedState(Variable):
+    """A SeedGenerator's state as Keras's Variable `{name}/seed_generator_state`, viewing
+    the generator's seed and count."""
+
+    def __init__(self, generator):
+        super().__init__(np.zeros(2, "uint32"), dtype="uint32", trainable=False,
+                         name="seed_generator_state")
+        self._generator = generator
+
+    @property
+    def path(self) -> str:
+        return f"{self._generator.name}/seed_generator_state"
+
+    @property
+    def value(self) -> np.ndarray:
+        g = self._generator
+        return np.array([g.seed, g._count], dtype=np.int64).astype(np.uint32)
+
+    def _store(self, value, where: str):
+        new = np.asarray(getattr(value, "value", value))
+        if new.shape != (2,) or new.dtype.kind not in "iu":
+            raise ValueError(f"[SeedGenerator.state.{where}] {self.path} holds [seed, count] "
+                             f"(2 integers), got {new!r}")
+        self._generator.seed, self._generator._count = int(new[0]), int(new[1])
+        return self
 
 
 _GLOBAL = None

@@ -36,6 +36,7 @@ from . import callbacks as _cb
 from .functional import carried_mask_exprs, graph_layers
 from .layers import Context
 from .metric_base import Metric
+from .optimizer_variables import attach_tape
 from .program_constants import compile_program
 from .step_overrides import _ACTIVE, StepGradient, _user_override
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, depending_on, in_gradient_function,
@@ -256,7 +257,12 @@ class _Writer:
         self.training = "false"
         self.prefix = prefix
         self.stats: list = []  # (outermost node id, layer, batch statistics' name)
-        self.reads: list = []  # (outermost node id, layer, where): inference-mode calls
+        # (outermost node id, layer, where, training nodes seen): inference-mode calls
+        self.reads: list = []
+        # a BatchNormalization's moving statistics as a training-mode call written by this
+        # writer moved them: {key: name}, and {id(layer): the outermost nodes that moved them}
+        self.local_moving: dict = {}
+        self.moved_by: dict = {}
         self.sources = sources  # {key: name}: a phase's differentiated weights
         self.gw = GraphWriter(bound, self.param, self.layer_code, prefix=prefix,
                               param_at=self.param_at)
@@ -273,10 +279,28 @@ class _Writer:
         if name is None:
             raise ValueError(f"[fit] layer {layer.name!r} is called by the train_step but its "
                              f"weight {pname!r} was not found when the step was traced")
+        if key in self.local_moving:
+            return self.local_moving[key]
         if key in self.moving:
             return self.moving[key]
         at = self.time if self.time is not None else when
         return _vname(name, self.trace.version(key, float("inf") if at is None else at))
+
+    def _move_now(self, bn, x, rank, emit):
+        """The moving statistics of `bn` as its training-mode call on `x` moves them, read by
+        its inference-mode calls written after it in the same loss, as Keras on JAX reads them
+        (the assigned value, within the stateless call): differentiated through the batch
+        statistics, as JAX differentiates them."""
+        axes = f"list({', '.join(str(i) for i in range(rank - 1))})"
+        mean = self.fresh("bn_moved_mean")
+        emit(f"define({mean}, mean({x}, axis={axes}))")
+        var = f"mean(square(({x}) - {mean}), axis={axes})"
+        m = float(bn.momentum)
+        for pname, stat in (("moving_mean", mean), ("moving_variance", var)):
+            new = self.fresh(f"bn_{pname}")
+            emit(f"define({new}, {m!r} * {self.param(bn, pname)} + {1.0 - m!r} * {stat})")
+            self.local_moving[(id(bn), pname)] = new
+        self.moved_by.setdefault(id(bn), set()).add(self.time)
 
     def fresh(self, tag):
         return f"{self.prefix}_{''.join(c if c.isalnum() else '_' for c in tag)}" \
@@ -318,8 +342,17 @@ class _Writer:
             ctx.output_masks = getattr(t, "mask_outputs", None)
             p = {q.name: self.param(layer, q.name) for q in layer.params} if not traced else {}
             p.update({k: w.expr(v) for k, v in getattr(t, "param_overrides", {}).items()})
-            out = (getattr(t, "builtin", None) or type(layer)).forward(
-                layer, exprs if multi else exprs[0], p, ctx, **static)
+            moved = [self.local_moving.get((id(layer), n)) for n in ("moving_mean",
+                                                                       "moving_variance")]
+            if (train == "false" or not layer.trainable) and None not in moved and not multi \
+                    and not traced and not getattr(ctx, "fuse_relu", False):
+                # the statistics a training-mode call moved in this loss, differentiated
+                # through as JAX does (batch_norm takes them as constants)
+                out = (f"{p['gamma']} * (({exprs[0]}) - {moved[0]}) / sqrt({moved[1]} + "
+                       f"{float(layer.epsilon)!r}) + {p['beta']}")
+            else:
+                out = (getattr(t, "builtin", None) or type(layer)).forward(
+                    layer, exprs if multi else exprs[0], p, ctx, **static)
             if ctx.stats and in_gradient_function():
                 raise NotImplementedError(
                     f"[fit] layer {layer.name!r} ({layer.kind}) is called with training=True "
@@ -328,7 +361,11 @@ class _Writer:
                     f"training=True there) (at {t.where})")
             self.stats += [(self.time, bn, st) for bn, st in ctx.stats]
             if not ctx.stats and any(q.name == "moving_mean" for q in layer.params):
-                self.reads.append((self.time, layer, t.where))  # reads the moving statistics
+                # reads the moving statistics (as the calls written before moved them)
+                self.reads.append((self.time, layer, t.where,
+                                   frozenset(self.moved_by.get(id(layer), ()))))
+            elif any(bn is layer for bn, _ in ctx.stats) and not multi and not ctx.input_masks:
+                self._move_now(layer, exprs[0], len(ins[0].shape), w.stmts.append)
             return out
         finally:
             self.training = held
@@ -336,7 +373,42 @@ class _Writer:
                 self.time = None
 
     def expr(self, t) -> str:
+        # the calls of layers holding moving statistics in the order the step made them, so
+        # that an inference-mode call reads what a training-mode call made before it moved
+        calls = [u for u in _layer_calls(t, self.gw.names) if _holds_moving(u.args[0])]
+        if len(calls) > 1:
+            for u in sorted(calls, key=lambda u: u.id):
+                self.gw.expr(u)
         return self.gw.expr(t)
+
+
+def _layer_calls(root, written) -> list:
+    """The layer-call tensors `root` is computed from (not through a gradient's), not
+    yet written."""
+    out, seen, todo = [], set(), [root]
+    while todo:
+        t = todo.pop()
+        if not isinstance(t, KerasTensor) or t.id in seen or t.id in written:
+            continue
+        seen.add(t.id)
+        if t.op == "layer":
+            out.append(t)
+        if t.op != "grad":
+            todo += GraphWriter._inputs(t)
+    return out
+
+
+def _holds_moving(layer, depth=0) -> bool:
+    """Whether `layer` or a layer inside it keeps moving statistics (BatchNormalization)."""
+    if any(getattr(q, "name", None) == "moving_mean" for q in getattr(layer, "params", ())):
+        return True
+    if depth > 32:
+        return False
+    subs = list(getattr(layer, "layers", None) or [])
+    sub_of = getattr(layer, "_sublayers", None)
+    if callable(sub_of):
+        subs += list(sub_of())
+    return any(_holds_moving(u, depth + 1) for u in subs if u is not layer)
 
 
 def _data_placeholders(model, arrays) -> list:
@@ -578,10 +650,12 @@ class TapeStepProgram:
     def _new_stats(self, w) -> list:
         """The (layer, statistics) of the BatchNormalization calls with training=True that
         writer `w` wrote and no writer before it (a node written twice moves once)."""
-        for node, layer, where in w.reads:
-            # Keras reads the statistics a training-mode call of the same step moved; the
-            # writer's statistics move when its phase ends: refused rather than read the old
-            if any(bn is layer and trained < node for trained, bn, _ in w.stats):
+        for node, layer, where, seen in w.reads:
+            # Keras reads the statistics a training-mode call of the same step moved: a read
+            # written before such a call made earlier (out of order) is refused rather than
+            # read the old ones
+            if any(bn is layer and trained < node and trained not in seen
+                   for trained, bn, _ in w.stats):
                 raise NotImplementedError(
                     f"[fit] layer {layer.name!r} ({layer.kind}) is called in inference mode "
                     "after a call in training mode in the same GradientTape's loss: Keras would "
@@ -657,10 +731,22 @@ class TapeStepProgram:
             layer._values[p.name] = a
         for n, a in zip(self.opt_state_names, new_s):
             state[n] = a
-        for opt in self.optimizers:
+        key_of = {trace.var_of[key]: key for key in self.keys}
+
+        def variable_of(name):
+            key = key_of.get(name)
+            if key is None:
+                return None
+            layer, p = self.values[key]
+            return layer._variable(p.name)
+
+        for q, opt in enumerate(self.optimizers):
             opt.__dict__["_tape_iterations"] = int(opt.__dict__.get("_tape_iterations", 0)) + \
                 applied[id(opt)]
             opt.__dict__["_iterations_of"] = (lambda o=opt: o.__dict__["_tape_iterations"])
+            # its state as Keras's `optimizer.variables`
+            attach_tape(opt, model, f"o{q}_", [st for i, st in self.opt_vars if i == q],
+                        variable_of)
         return {t.id: v for t, v in zip(self.reported, reported)}
 
 

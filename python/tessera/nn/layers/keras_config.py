@@ -327,8 +327,13 @@ def layer_dict(layer, name=None) -> dict:
     if name is not None:
         config["name"] = name
     own = type(layer).__module__.startswith("tessera.")
-    return {"module": type(layer).__module__, "class_name": type(layer).__name__,
-            "config": config, "registered_name": None if own else get_registered_name(type(layer))}
+    out = {"module": type(layer).__module__, "class_name": type(layer).__name__,
+           "config": config, "registered_name": None if own else get_registered_name(type(layer))}
+    build = layer.get_build_config()  # a built layer's, as Keras's serialize_keras_object
+    if build is not None:
+        out["build_config"] = {k: list(v) if isinstance(v, tuple) else v
+                               for k, v in build.items()}
+    return out
 
 
 def _takes(cls, key: str) -> bool:

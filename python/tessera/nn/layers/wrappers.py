@@ -39,6 +39,13 @@ class Wrapper(Layer):
         super().__init__(**kwargs)
         self.layer = layer
 
+    def get_config(self) -> dict:
+        """Keras's: the Layer's config and ``"layer"``, the wrapped layer's serialized
+        dict (what from_config and load_model build it from)."""
+        config = super().get_config()
+        config["layer"] = layer_dict(self.layer)
+        return config
+
 
 class Masking(Layer):
     """Masks the timesteps whose features all equal `mask_value` (Keras's
@@ -333,6 +340,11 @@ class SpectralNormalization(Layer):
         self.layer = layer
         self.power_iterations = power_iterations
         layer._weights_owner = (self, "")
+
+    def get_config(self) -> dict:
+        config = super().get_config()
+        config["layer"] = layer_dict(self.layer)  # (Keras's dict of it)
+        return config
 
     def _weight_subpath(self, pname: str) -> str:
         if pname == "vector_u":

@@ -10,6 +10,7 @@ from .. import losses as _losses
 from .. import metrics as _metrics
 from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
+from ..optimizer_variables import attach_model
 from ..registry import is_model
 from ..step_overrides import (compiled_loss_tensor, compiled_loss_value, overridden_step,
                               refuse_unshaped_step_data, symbolic_args)
@@ -92,6 +93,7 @@ class CompileMixin:
             lambda v: model()._variable_of_weight(v) if model() is not None else None
         self._compiled.optimizer._iterations_of = \
             lambda: model()._iteration if model() is not None else 0
+        attach_model(self._compiled.optimizer, self)  # its state as Keras's `variables`
         self._compiled.given_loss = loss
         self.__dict__.pop("_loss_set", None)  # compile's loss, as Keras sets model.loss
         self._compile_args = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
