@@ -1,0 +1,213 @@
+// Lists of lists and string characters in native loops (native_lists.hpp).
+#include "tessera/lang/native_lists.hpp"
+
+#include <algorithm>
+
+#include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native_arrays.hpp"
+
+namespace tessera {
+
+namespace {
+
+// The payload of a number of register kind `kind` held in `v` (Python's
+// bool, int or float, or a NumPy scalar): false for another kind.
+bool nlists_number(const Value& v, int64_t kind, int64_t* out) {
+  if (kind == Reg::PyInt && v.is_int()) {
+    *out = v.as_int();
+    return true;
+  }
+  if (kind == Reg::PyFloat && v.is_float()) {
+    const double f = v.as_float();
+    __builtin_memcpy(out, &f, sizeof f);
+    return true;
+  }
+  Reg r;
+  if (!FastLoop::Impl::scalar_of(v, r) || r.k != kind) return false;
+  *out = r.i;
+  return true;
+}
+
+bool nlists_index(int64_t& i, int64_t len) {
+  if (i < 0) i += len;
+  return i >= 0 && i < len;
+}
+
+// The list (not a tuple) at object index `obj`, or null.
+Value* nlists_list(FastLoop::Impl::State& st, int64_t obj) {
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return nullptr;
+  Value& v = st.objects[static_cast<size_t>(obj)];
+  return v.is_list() && !v.is_tuple() ? &v : nullptr;
+}
+
+// The list (and row) this thread's last write made its own in the state's
+// current checkpoint (own_list_item logged it then): the next write into it
+// in the same checkpoint skips the checks and the log (a DP row is written
+// left to right). Checked by the list's storage, which changes when a list
+// is copied or replaced; native code makes no tuples, so a row it made its
+// own stays a list for the checkpoint.
+struct NlistsOwned {
+  const void* st = nullptr;
+  uint32_t epoch = 0;
+  int64_t obj = -1;
+  const List* outer = nullptr;
+  const List* row = nullptr;
+};
+thread_local NlistsOwned nlists_owned;
+
+// The list at slot `obj` was logged whole in this checkpoint (own_list_item):
+// writes into it need no entry of their own. A State's own record, so a
+// cache of another run (a State made at the same address) cannot pass it.
+bool nlists_logged(const FastLoop::Impl::State& st, int64_t obj) {
+  return std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(),
+                   static_cast<int32_t>(obj)) != st.snapshot_lists.end();
+}
+
+bool nlists_aliased(const int32_t* held, int64_t nheld, int64_t r, int64_t obj) {
+  for (int64_t k = 0; k < nheld; ++k)
+    if (k != r && held[k] == obj) return true;
+  return false;
+}
+
+}  // namespace
+
+extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_t j, int64_t kind,
+                                    int64_t* out) {
+  if (c->state == nullptr) return 1;
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
+  const Value& t = st.objects[static_cast<size_t>(obj)];
+  if (!t.is_list()) return 1;
+  const List& rows = t.as_list();
+  if (!nlists_index(i, static_cast<int64_t>(rows.size()))) return 1;
+  const Value& row = rows[static_cast<size_t>(i)];
+  if (!row.is_list()) return 1;
+  const List& items = row.as_list();
+  if (!nlists_index(j, static_cast<int64_t>(items.size()))) return 1;
+  return nlists_number(items[static_cast<size_t>(j)], kind, out) ? 0 : 1;
+}
+
+extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                    int64_t obj, int64_t i, int64_t j, const Reg* item) {
+  if (c->state == nullptr) return 1;
+  FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
+      nlists_aliased(held, nheld, r, obj))
+    return 1;
+  NlistsOwned& w = nlists_owned;
+  const Value& held_t = st.objects[static_cast<size_t>(obj)];
+  if (w.st == &st && w.epoch == st.epoch && w.obj == obj && held_t.is_list() &&
+      held_t.list_ptr().get() == w.outer && held_t.list_ptr().use_count() == 1 &&
+      nlists_logged(st, obj)) {
+    List& rows = const_cast<List&>(*w.outer);
+    int64_t ii = i;
+    if (nlists_index(ii, static_cast<int64_t>(rows.size()))) {
+      Value& row = rows[static_cast<size_t>(ii)];
+      if (row.is_list() && row.list_ptr().get() == w.row && row.list_ptr().use_count() == 1) {
+        List& items = const_cast<List&>(*w.row);
+        int64_t jj = j;
+        if (!nlists_index(jj, static_cast<int64_t>(items.size()))) return 1;
+        items[static_cast<size_t>(jj)] = FastLoop::Impl::to_value(*item, st);
+        st.inline_ops += 2;
+        return 0;
+      }
+    }
+  }
+  Value* t = nlists_list(st, obj);
+  if (t == nullptr) return 1;
+  // Checked before anything is logged or copied: a bail leaves no trace.
+  const List& rows = t->as_list();
+  int64_t ii = i;
+  if (!nlists_index(ii, static_cast<int64_t>(rows.size()))) return 1;
+  const Value& before = rows[static_cast<size_t>(ii)];
+  if (!before.is_list() || before.is_tuple()) return 1;
+  if (!nlists_index(j, static_cast<int64_t>(before.as_list().size()))) return 1;
+  try {
+    Value& row = FastLoop::Impl::own_list_item(static_cast<int32_t>(obj), Reg::make(Reg::PyInt, i),
+                                               st);
+    List* items = row.unique_list();
+    if (items == nullptr) {
+      row = Value(List(row.as_list()));
+      items = row.unique_list();
+    }
+    (*items)[static_cast<size_t>(j)] = FastLoop::Impl::to_value(*item, st);
+    st.inline_ops += 2;
+    w = {&st, st.epoch, obj, st.objects[static_cast<size_t>(obj)].list_ptr().get(), items};
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+extern "C" int32_t native_list_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                   int64_t obj, int64_t i, const Reg* item) {
+  if (c->state == nullptr) return 1;
+  FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
+      nlists_aliased(held, nheld, r, obj))
+    return 1;
+  NlistsOwned& w = nlists_owned;
+  const Value& held_xs = st.objects[static_cast<size_t>(obj)];
+  if (w.st == &st && w.epoch == st.epoch && w.obj == obj && w.row == nullptr &&
+      held_xs.is_list() && held_xs.list_ptr().get() == w.outer &&
+      held_xs.list_ptr().use_count() == 1 && nlists_logged(st, obj)) {
+    List& items = const_cast<List&>(*w.outer);
+    if (!nlists_index(i, static_cast<int64_t>(items.size()))) return 1;
+    items[static_cast<size_t>(i)] = FastLoop::Impl::to_value(*item, st);
+    ++st.inline_ops;
+    return 0;
+  }
+  Value* xs = nlists_list(st, obj);
+  if (xs == nullptr) return 1;
+  int64_t ii = i;
+  if (!nlists_index(ii, static_cast<int64_t>(xs->as_list().size()))) return 1;
+  try {
+    Value v = FastLoop::Impl::to_value(*item, st);
+    FastLoop::Impl::own_list_item(static_cast<int32_t>(obj), Reg::make(Reg::PyInt, i), st) =
+        std::move(v);
+    ++st.inline_ops;
+    w = {&st, st.epoch, obj, st.objects[static_cast<size_t>(obj)].list_ptr().get(), nullptr};
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+extern "C" int64_t native_str_byte(NativeCtx* c, int64_t obj, int64_t i) {
+  if (c->state == nullptr) return -1;
+  FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
+  const auto o = static_cast<size_t>(obj);
+  const Value& v = st.objects[o];
+  if (!v.is_string()) return -1;
+  const std::string& text = v.as_string();
+  int8_t& ascii = st.object_ascii[o];
+  if (ascii < 0) {  // as string_item (fastloop_objects.cpp) caches it
+    ascii = 1;
+    for (char ch : text) ascii &= static_cast<unsigned char>(ch) < 0x80;
+  }
+  if (!ascii || !nlists_index(i, static_cast<int64_t>(text.size()))) return -1;
+  return static_cast<unsigned char>(text[static_cast<size_t>(i)]);
+}
+
+extern "C" int64_t native_seq_len(NativeCtx* c, int64_t obj) {
+  if (c->state != nullptr && obj >= 0 && static_cast<size_t>(obj) < c->state->objects.size() &&
+      c->state->objects[static_cast<size_t>(obj)].is_string())
+    return native_str_byte(c, obj, 0) >= 0 || c->state->objects[static_cast<size_t>(obj)]
+                                                   .as_string()
+                                                   .empty()
+               ? static_cast<int64_t>(c->state->objects[static_cast<size_t>(obj)].as_string().size())
+               : -1;
+  return native_list_len(c, obj);
+}
+
+int native_table_kind(const Value& v) {
+  if (!v.is_list() || v.as_list().empty()) return -1;
+  const Value& row = v.as_list().front();
+  if (!row.is_list() || row.as_list().empty()) return -1;
+  Reg first;
+  if (!FastLoop::Impl::scalar_of(row.as_list().front(), first)) return -1;
+  return first.k;
+}
+
+}  // namespace tessera
