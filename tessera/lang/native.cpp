@@ -277,7 +277,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_list2_set),
                           reinterpret_cast<void*>(&native_list_set),
                           reinterpret_cast<void*>(&native_str_byte),
-                          reinterpret_cast<void*>(&native_seq_len)};
+                          reinterpret_cast<void*>(&native_seq_len),
+                          reinterpret_cast<void*>(&native_list2_len)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -1026,6 +1027,19 @@ struct Gen {
     if (is_bool(kk)) return CV{k, b.CreateICmpNE(b.CreateTrunc(p, i8), b.getInt8(0))};
     if (is_int(kk)) return CV{k, p};
     return CV{k, b.CreateBitCast(p, f64)};
+  }
+  // len(t[i]) of a list's item (native_list2_len).
+  CV list2_len(const FNode& n) {
+    const FNode& in = n.kids[0];
+    CV t = read(in.kids[0].reg);
+    llvm::Value* i = int_index(in.kids[1]);
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i64}, false);
+    llvm::Value* len =
+        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_len), ft), {cptr, t.v, i});
+    bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
+    count(in.counter);
+    count(n.slot);
+    return CV{Reg::PyInt, len};
   }
   // t[i][j] = v (`t = setitem(t, setitem(t[i], v, j), i)`) and xs[i] = v of
   // a list register: native_list2_set / native_list_set, in the
@@ -1939,6 +1953,8 @@ struct Gen {
       return CV{Reg::Obj, obj};
     }
     if (n.spec->name == "len" && n.kids.size() == 1 && lists) {
+      if (n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 && list_var(n.kids[0].kids[0]))
+        return list2_len(n);
       CV v = eval_any(n.kids[0]);
       if (v.k != Reg::Obj) throw Refuse{"len() of a value that is not an array or a list"};
       auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);

@@ -201,6 +201,20 @@ extern "C" int64_t native_seq_len(NativeCtx* c, int64_t obj) {
   return native_list_len(c, obj);
 }
 
+extern "C" int64_t native_list2_len(NativeCtx* c, int64_t obj, int64_t i) {
+  if (c->state == nullptr) return -1;
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
+  const Value& t = st.objects[static_cast<size_t>(obj)];
+  if (!t.is_list() || !nlists_index(i, static_cast<int64_t>(t.as_list().size()))) return -1;
+  const Value& item = t.as_list()[static_cast<size_t>(i)];
+  if (item.is_list()) return static_cast<int64_t>(item.as_list().size());
+  if (!item.is_string()) return -1;
+  for (char ch : item.as_string())
+    if (static_cast<unsigned char>(ch) >= 0x80) return -1;  // len() counts characters
+  return static_cast<int64_t>(item.as_string().size());
+}
+
 int native_table_kind(const Value& v) {
   if (!v.is_list() || v.as_list().empty()) return -1;
   const Value& row = v.as_list().front();

@@ -37,6 +37,10 @@ extern "C" int64_t native_str_byte(NativeCtx* c, int64_t obj, int64_t i);
 // list; a string of other characters, whose len() is not its bytes': -1).
 extern "C" int64_t native_seq_len(NativeCtx* c, int64_t obj);
 
+// len(t[i]) of the list at `obj` (negative i from the end) whose item i is a
+// list, a tuple or an ASCII string; -1 for anything else (the interpreter's).
+extern "C" int64_t native_list2_len(NativeCtx* c, int64_t obj, int64_t i);
+
 // The register kind of t[0][0] when `v` is a list of lists whose first row
 // starts with a number, else -1 (the kind the generator compiles reads for).
 int native_table_kind(const Value& v);
