@@ -1,8 +1,6 @@
 // Lists of lists and string characters in native loops (native_lists.hpp).
 #include "tessera/lang/native_lists.hpp"
 
-#include <algorithm>
-
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native_arrays.hpp"
 
@@ -40,28 +38,6 @@ Value* nlists_list(FastLoop::Impl::State& st, int64_t obj) {
   return v.is_list() && !v.is_tuple() ? &v : nullptr;
 }
 
-// The list (and row) this thread's last write made its own in the state's
-// current checkpoint (own_list_item logged it then): the next write into it
-// in the same checkpoint skips the checks and the log (a DP row is written
-// left to right). Checked by the list's storage, which changes when a list
-// is copied or replaced; native code makes no tuples, so a row it made its
-// own stays a list for the checkpoint.
-struct NlistsOwned {
-  const void* st = nullptr;
-  uint32_t epoch = 0;
-  int64_t obj = -1;
-  const List* outer = nullptr;
-  const List* row = nullptr;
-};
-thread_local NlistsOwned nlists_owned;
-
-// The list at slot `obj` was logged whole in this checkpoint (own_list_item):
-// writes into it need no entry of their own. A State's own record, so a
-// cache of another run (a State made at the same address) cannot pass it.
-bool nlists_logged(const FastLoop::Impl::State& st, int64_t obj) {
-  return std::find(st.snapshot_lists.begin(), st.snapshot_lists.end(),
-                   static_cast<int32_t>(obj)) != st.snapshot_lists.end();
-}
 
 bool nlists_aliased(const int32_t* held, int64_t nheld, int64_t r, int64_t obj) {
   for (int64_t k = 0; k < nheld; ++k)
@@ -94,17 +70,19 @@ extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t n
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
       nlists_aliased(held, nheld, r, obj))
     return 1;
-  NlistsOwned& w = nlists_owned;
+  // A DP row is written left to right: the row the last write made its own
+  // (in this call, so since the checkpoint; native code makes no tuples, so
+  // it is still a list) takes the next write without the log's checks.
   const Value& held_t = st.objects[static_cast<size_t>(obj)];
-  if (w.st == &st && w.epoch == st.epoch && w.obj == obj && held_t.is_list() &&
-      held_t.list_ptr().get() == w.outer && held_t.list_ptr().use_count() == 1 &&
-      nlists_logged(st, obj)) {
-    List& rows = const_cast<List&>(*w.outer);
+  if (c->owned_obj == obj && c->owned_row != nullptr && held_t.is_list() &&
+      held_t.list_ptr().get() == c->owned_list && held_t.list_ptr().use_count() == 1) {
+    List& rows = const_cast<List&>(held_t.as_list());
     int64_t ii = i;
     if (nlists_index(ii, static_cast<int64_t>(rows.size()))) {
       Value& row = rows[static_cast<size_t>(ii)];
-      if (row.is_list() && row.list_ptr().get() == w.row && row.list_ptr().use_count() == 1) {
-        List& items = const_cast<List&>(*w.row);
+      if (row.is_list() && row.list_ptr().get() == c->owned_row &&
+          row.list_ptr().use_count() == 1) {
+        List& items = const_cast<List&>(row.as_list());
         int64_t jj = j;
         if (!nlists_index(jj, static_cast<int64_t>(items.size()))) return 1;
         items[static_cast<size_t>(jj)] = FastLoop::Impl::to_value(*item, st);
@@ -132,7 +110,9 @@ extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t n
     }
     (*items)[static_cast<size_t>(j)] = FastLoop::Impl::to_value(*item, st);
     st.inline_ops += 2;
-    w = {&st, st.epoch, obj, st.objects[static_cast<size_t>(obj)].list_ptr().get(), items};
+    c->owned_obj = obj;
+    c->owned_list = st.objects[static_cast<size_t>(obj)].list_ptr().get();
+    c->owned_row = items;
     return 0;
   } catch (...) {
     return 1;
@@ -146,12 +126,10 @@ extern "C" int32_t native_list_set(NativeCtx* c, const int32_t* held, int64_t nh
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
       nlists_aliased(held, nheld, r, obj))
     return 1;
-  NlistsOwned& w = nlists_owned;
   const Value& held_xs = st.objects[static_cast<size_t>(obj)];
-  if (w.st == &st && w.epoch == st.epoch && w.obj == obj && w.row == nullptr &&
-      held_xs.is_list() && held_xs.list_ptr().get() == w.outer &&
-      held_xs.list_ptr().use_count() == 1 && nlists_logged(st, obj)) {
-    List& items = const_cast<List&>(*w.outer);
+  if (c->owned_obj == obj && c->owned_row == nullptr && held_xs.is_list() &&
+      held_xs.list_ptr().get() == c->owned_list && held_xs.list_ptr().use_count() == 1) {
+    List& items = const_cast<List&>(held_xs.as_list());
     if (!nlists_index(i, static_cast<int64_t>(items.size()))) return 1;
     items[static_cast<size_t>(i)] = FastLoop::Impl::to_value(*item, st);
     ++st.inline_ops;
@@ -166,7 +144,9 @@ extern "C" int32_t native_list_set(NativeCtx* c, const int32_t* held, int64_t nh
     FastLoop::Impl::own_list_item(static_cast<int32_t>(obj), Reg::make(Reg::PyInt, i), st) =
         std::move(v);
     ++st.inline_ops;
-    w = {&st, st.epoch, obj, st.objects[static_cast<size_t>(obj)].list_ptr().get(), nullptr};
+    c->owned_obj = obj;
+    c->owned_list = st.objects[static_cast<size_t>(obj)].list_ptr().get();
+    c->owned_row = nullptr;
     return 0;
   } catch (...) {
     return 1;
