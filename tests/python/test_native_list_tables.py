@@ -9,7 +9,7 @@ with native code, the register interpreter and the general evaluation, at 1 and
 import copy
 
 import pytest
-from jit_check import cases_script, loop_log_lines, run_on_every_path, same_as_python
+from jit_check import cases_script, loop_log_lines, run_on_every_path, run_script, same_as_python
 
 import tessera
 
@@ -213,3 +213,25 @@ def test_native_interpreter_and_general_print_the_same():
         comp = f.__code__.co_firstlineno + 2 if f in (levenshtein, knapsack) else -1
         refused = [ln for ln in loop_log_lines(log, f, "no native code") if f":{comp}:" not in ln]
         assert not refused, (f.__name__, refused)
+
+
+# Calls whose native code runs to the end (no bail): the node counters the
+# native code keeps must be the interpreter's.
+COUNTED = [CASES[k] for k in (0, 1, 2, 3, 4, 5, 9)]
+
+_COUNTERS = """
+import copy, sys, tessera
+sys.path.insert(0, {here!r})
+import test_native_list_tables as t
+for f, args in t.COUNTED:
+    g = tessera.jit(f)
+    print(f.__name__, repr(g(*copy.deepcopy(args))))
+    print([",".join(l.split(",")[:3]) for l in g.counters().splitlines()])
+"""
+
+
+def test_native_code_counts_nodes_as_the_interpreter():
+    native, log = run_script(_COUNTERS, TESSERA_FAST_LOOPS="debug", TESSERA_CACHE_DIR="0")
+    interp, _ = run_script(_COUNTERS, TESSERA_NATIVE="0")
+    assert native == interp
+    assert "native code returned 0" in log and "returned 4" not in log
