@@ -459,6 +459,11 @@ struct Gen {
   // Per register, the kind t[i][j] is read as for a list of lists (-1: none;
   // native_table_kind of its list when the call starts).
   std::vector<int> table_kind;
+  // Per register, true when the loop never assigns it, appends to it or
+  // writes into it: the list it holds when the call starts stays that list,
+  // with the same items, for the whole call (a write through another
+  // register holding it bails: `held`), so xs[i] reads of it are memoised.
+  std::vector<bool> list_fixed;
   // `for x in xs`'s `_it = iterate(xs)` where `_it` is read only by that
   // loop (and its len() before it) and the loop does not assign xs: `_it`
   // holds xs's own list (no new object), and is left out of `held`, so that
@@ -953,10 +958,32 @@ struct Gen {
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     llvm::Value* out = e.CreateAlloca(i64);
     auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i64, i64, i8p}, false);
-    llvm::Value* rc = b.CreateCall(
-        ft, fptr(reinterpret_cast<void*>(&native_list_get), ft),
-        {cptr, x.v, i.v, b.getInt64(k), b.CreateBitCast(out, i8p)});
-    bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    auto get = [&] {
+      llvm::Value* rc = b.CreateCall(
+          ft, fptr(reinterpret_cast<void*>(&native_list_get), ft),
+          {cptr, x.v, i.v, b.getInt64(k), b.CreateBitCast(out, i8p)});
+      bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    };
+    if (r < static_cast<int>(list_fixed.size()) && list_fixed[r]) {
+      // weights[i - 1] in an inner loop: the helper once per index (the
+      // list and its items are the call's start's), its item kept in `out`.
+      llvm::Value* memo_i = e.CreateAlloca(i64);
+      llvm::Value* memo_ok = e.CreateAlloca(i1);
+      e.CreateStore(e.getFalse(), memo_ok);
+      llvm::Value* hit =
+          b.CreateAnd(b.CreateLoad(i1, memo_ok), b.CreateICmpEQ(b.CreateLoad(i64, memo_i), i.v));
+      llvm::BasicBlock* miss = llvm::BasicBlock::Create(ctx, "memo_miss", fn);
+      llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "memo_join", fn);
+      b.CreateCondBr(hit, join, miss);
+      b.SetInsertPoint(miss);
+      get();
+      b.CreateStore(i.v, memo_i);
+      b.CreateStore(b.getTrue(), memo_ok);
+      b.CreateBr(join);
+      b.SetInsertPoint(join);
+    } else {
+      get();
+    }
     count(n.counter);
     llvm::Value* p = b.CreateLoad(i64, out);
     const auto kk = static_cast<Reg::Kind>(k);
@@ -3526,6 +3553,7 @@ struct Gen {
     walk(loop_cond);
     walk(loop_body);
     find_iterate_aliases();
+    find_fixed_lists();
     item_kind.assign(regs.size(), -1);
     table_kind.assign(regs.size(), -1);
     for (size_t r = 0; r < regs.size(); ++r) {
@@ -3556,6 +3584,17 @@ struct Gen {
         }
       }
     }
+  }
+  void find_fixed_lists() {
+    list_fixed.assign(regs.size(), true);
+    std::function<void(const FNode&)> walk = [&](const FNode& n) {
+      if (n.op == Op::Assign || n.op == Op::Append) list_fixed[n.reg] = false;
+      if (n.op == Op::SetItem && !n.kids.empty() && n.kids[0].op == Op::Var)
+        list_fixed[n.kids[0].reg] = false;
+      for (const FNode& k : n.kids) walk(k);
+    };
+    walk(loop_cond);
+    walk(loop_body);
   }
   void find_iterate_aliases() {
     no_held.assign(regs.size(), false);
