@@ -1419,8 +1419,14 @@ Reg FastLoop::Impl::append(const FNode& n, State& st) const {
   Reg v = eval(n.kids[0], st);
   // Lists of lists and dicts: the general path's. A string or a tuple of
   // numbers and strings (Python's immutable values: nothing seen through
-  // another name changes) is appended here (`sorted(pairs)`, words).
-  if (v.k == Reg::Undef || (v.k == Reg::Obj && !flo_immutable_object(st.objects[v.a]))) throw BAIL;
+  // another name changes) is appended here (`sorted(pairs)`, words), and so
+  // is a list just made by the item's own expression (`t.append([0] * n)`,
+  // the rows of `[[0] * n for _ in range(m)]`): nothing else refers to it.
+  const bool made_here = n.kids[0].op == Op::NewList || n.kids[0].op == Op::Binary;
+  if (v.k == Reg::Undef ||
+      (v.k == Reg::Obj && !flo_immutable_object(st.objects[v.a]) &&
+       !(made_here && st.objects[v.a].is_list() && !st.objects[v.a].is_tuple())))
+    throw BAIL;
   const Reg x = st.regs[n.reg];
   if (x.k != Reg::Obj) throw BAIL;
   // Another register holding the same list would see the append (Python's

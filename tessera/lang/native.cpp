@@ -44,6 +44,7 @@
 
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/lang/native_arrays.hpp"
+#include "tessera/lang/native_lists.hpp"
 #include "tessera/lang/native_cache.hpp"
 #include "tessera/lang/native_dicts.hpp"
 #include "tessera/lang/nodes.hpp"
@@ -276,7 +277,13 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_dict_find),
                           reinterpret_cast<void*>(&native_dict_set),
                           reinterpret_cast<void*>(&native_container_len),
-                          reinterpret_cast<void*>(&native_dict_new)};
+                          reinterpret_cast<void*>(&native_dict_new),
+                          reinterpret_cast<void*>(&native_list2_get),
+                          reinterpret_cast<void*>(&native_list2_set),
+                          reinterpret_cast<void*>(&native_list_set),
+                          reinterpret_cast<void*>(&native_str_byte),
+                          reinterpret_cast<void*>(&native_seq_len),
+                          reinterpret_cast<void*>(&native_list2_len)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -457,6 +464,14 @@ struct Gen {
   // Per register: it holds a dict (a set) in this code; item_kind is then
   // the kind of its values (docs/runtime.md, "Dicts and sets in native code").
   std::vector<bool> dict_reg;
+  // Per register, the kind t[i][j] is read as for a list of lists (-1: none;
+  // native_table_kind of its list when the call starts).
+  std::vector<int> table_kind;
+  // Per register, true when the loop never assigns it, appends to it or
+  // writes into it: the list it holds when the call starts stays that list,
+  // with the same items, for the whole call (a write through another
+  // register holding it bails: `held`), so xs[i] reads of it are memoised.
+  std::vector<bool> list_fixed;
   // `for x in xs`'s `_it = iterate(xs)` where `_it` is read only by that
   // loop (and its len() before it) and the loop does not assign xs: `_it`
   // holds xs's own list (no new object), and is left out of `held`, so that
@@ -951,10 +966,32 @@ struct Gen {
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     llvm::Value* out = e.CreateAlloca(i64);
     auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i64, i64, i8p}, false);
-    llvm::Value* rc = b.CreateCall(
-        ft, fptr(reinterpret_cast<void*>(&native_list_get), ft),
-        {cptr, x.v, i.v, b.getInt64(k), b.CreateBitCast(out, i8p)});
-    bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    auto get = [&] {
+      llvm::Value* rc = b.CreateCall(
+          ft, fptr(reinterpret_cast<void*>(&native_list_get), ft),
+          {cptr, x.v, i.v, b.getInt64(k), b.CreateBitCast(out, i8p)});
+      bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    };
+    if (r < static_cast<int>(list_fixed.size()) && list_fixed[r]) {
+      // weights[i - 1] in an inner loop: the helper once per index (the
+      // list and its items are the call's start's), its item kept in `out`.
+      llvm::Value* memo_i = e.CreateAlloca(i64);
+      llvm::Value* memo_ok = e.CreateAlloca(i1);
+      e.CreateStore(e.getFalse(), memo_ok);
+      llvm::Value* hit =
+          b.CreateAnd(b.CreateLoad(i1, memo_ok), b.CreateICmpEQ(b.CreateLoad(i64, memo_i), i.v));
+      llvm::BasicBlock* miss = llvm::BasicBlock::Create(ctx, "memo_miss", fn);
+      llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "memo_join", fn);
+      b.CreateCondBr(hit, join, miss);
+      b.SetInsertPoint(miss);
+      get();
+      b.CreateStore(i.v, memo_i);
+      b.CreateStore(b.getTrue(), memo_ok);
+      b.CreateBr(join);
+      b.SetInsertPoint(join);
+    } else {
+      get();
+    }
     count(n.counter);
     llvm::Value* p = b.CreateLoad(i64, out);
     const auto kk = static_cast<Reg::Kind>(k);
@@ -983,6 +1020,124 @@ struct Gen {
     b.CreateStore(b.getInt8(1), asg[n.reg]);
     count(n.counter);
     return x;
+  }
+
+  // ---- lists of lists and string characters (native_lists.hpp): helpers
+  // on the interpreter's objects, a bail for whatever they decline.
+  bool list_var(const FNode& k) const {
+    return k.op == Op::Var && kind[k.reg] == Reg::Obj && val[k.reg];
+  }
+  llvm::Value* int_index(const FNode& k) {
+    CV i = eval(k);
+    if (i.k == kDyn || !is_int(static_cast<Reg::Kind>(i.k)))
+      throw Refuse{"a list indexed by what is not an int"};
+    return i.v;
+  }
+  llvm::Value* reg_arg(const CV& v) {
+    if (!scalar_cv(v)) throw Refuse{"writing into a list what is not a number"};
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* item = e.CreateAlloca(i64, e.getInt32(2));
+    put_reg(item, 0, v);
+    return b.CreateBitCast(item, i8p);
+  }
+  // t[i][j] of a list of lists (native_list2_get), read as table_kind says.
+  CV list2_item(const FNode& n) {
+    const FNode& in = n.kids[0];
+    const int k = table_kind[in.kids[0].reg];
+    if (k < 0) throw Refuse{"a list of lists whose items are of a kind not known when compiled"};
+    CV t = read(in.kids[0].reg);
+    llvm::Value* i = int_index(in.kids[1]);
+    llvm::Value* j = int_index(n.kids[1]);
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    llvm::Value* out = e.CreateAlloca(i64);
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i64, i64, i64, i8p}, false);
+    llvm::Value* rc =
+        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_get), ft),
+                     {cptr, t.v, i, j, b.getInt64(k), b.CreateBitCast(out, i8p)});
+    bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    count(in.counter);
+    count(n.counter);
+    llvm::Value* p = b.CreateLoad(i64, out);
+    const auto kk = static_cast<Reg::Kind>(k);
+    if (is_bool(kk)) return CV{k, b.CreateICmpNE(b.CreateTrunc(p, i8), b.getInt8(0))};
+    if (is_int(kk)) return CV{k, p};
+    return CV{k, b.CreateBitCast(p, f64)};
+  }
+  // len(t[i]) of a list's item (native_list2_len).
+  CV list2_len(const FNode& n) {
+    const FNode& in = n.kids[0];
+    CV t = read(in.kids[0].reg);
+    llvm::Value* i = int_index(in.kids[1]);
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i64}, false);
+    llvm::Value* len =
+        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_len), ft), {cptr, t.v, i});
+    bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
+    count(in.counter);
+    count(n.slot);
+    return CV{Reg::PyInt, len};
+  }
+  // t[i][j] = v (`t = setitem(t, setitem(t[i], v, j), i)`) and xs[i] = v of
+  // a list register: native_list2_set / native_list_set, in the
+  // interpreter's order (the value, then the indices).
+  CV list_setitem(const FNode& n) {
+    const int r = n.kids[0].reg;
+    CV x = read(r);
+    llvm::Value* ok;
+    if (FastLoop::Impl::is_nested_write(n)) {
+      const FNode& inner = n.kids[1];
+      llvm::Value* v = reg_arg(eval(inner.kids[1]));
+      llvm::Value* i = int_index(n.kids[2]);
+      llvm::Value* j = int_index(inner.kids[2]);
+      auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i64, i64, i8p}, false);
+      ok = b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_set), ft),
+                        {cptr, b.CreateBitCast(held, i8p),
+                         b.getInt64(static_cast<int64_t>(regs.size())), b.getInt64(r), x.v, i, j,
+                         v});
+      bail_if(b.CreateICmpNE(ok, b.getInt32(0)));
+      count(inner.counter);
+      count(inner.kids[0].counter);
+    } else {
+      if (!n.in_place || n.kids.size() != 3) throw Refuse{"a list write that is not xs[i] = v"};
+      llvm::Value* v = reg_arg(eval(n.kids[1]));
+      llvm::Value* i = int_index(n.kids[2]);
+      auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i64, i8p}, false);
+      ok = b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_set), ft),
+                        {cptr, b.CreateBitCast(held, i8p),
+                         b.getInt64(static_cast<int64_t>(regs.size())), b.getInt64(r), x.v, i, v});
+      bail_if(b.CreateICmpNE(ok, b.getInt32(0)));
+    }
+    count(n.counter);
+    return x;
+  }
+  // s[i] of a variable holding a string when the call starts, or a
+  // one-character ASCII constant: compared as bytes (char_compare).
+  bool char_operand(const FNode& k) const {
+    if (k.op == Op::Const)
+      return k.constant.k == Reg::Obj && k.const_arg && k.const_arg->is_string() &&
+             k.const_arg->as_string().size() == 1 &&
+             static_cast<unsigned char>(k.const_arg->as_string()[0]) < 0x80;
+    if (k.op != Op::GetItem || k.kids.size() != 2 || !list_var(k.kids[0])) return false;
+    const Reg& s = regs[static_cast<size_t>(k.kids[0].reg)];
+    return s.k == Reg::Obj && static_cast<size_t>(s.a) < objects.size() &&
+           objects[static_cast<size_t>(s.a)].is_string();
+  }
+  llvm::Value* char_byte(const FNode& k) {
+    if (k.op == Op::Const)
+      return b.getInt64(static_cast<unsigned char>(k.const_arg->as_string()[0]));
+    CV s = read(k.kids[0].reg);
+    llvm::Value* i = int_index(k.kids[1]);
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i64}, false);
+    llvm::Value* c =
+        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_str_byte), ft), {cptr, s.v, i});
+    bail_if(b.CreateICmpSLT(c, b.getInt64(0)));  // not ASCII, out of range: the interpreter's
+    count(k.counter);
+    return c;
+  }
+  CV char_compare(const FNode& n) {
+    llvm::Value* x = char_byte(n.kids[0]);
+    llvm::Value* y = char_byte(n.kids[1]);
+    count(n.counter);
+    return CV{Reg::PyBool, n.fast == Fast::eq ? b.CreateICmpEQ(x, y) : b.CreateICmpNE(x, y)};
   }
 
   CV read(int r) {
@@ -1356,6 +1511,9 @@ struct Gen {
   }
 
   CV binary(const FNode& n) {
+    if ((n.fast == Fast::eq || n.fast == Fast::ne) && char_operand(n.kids[0]) &&
+        char_operand(n.kids[1]))
+      return char_compare(n);
     CV a = eval(n.kids[0]);
     CV c = eval(n.kids[1]);
     const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
@@ -1683,9 +1841,10 @@ struct Gen {
     }
     if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && dict_reg[n.kids[0].reg])
       return dict_item(n);
-    if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && val[n.kids[0].reg] &&
-        n.kids.size() == 2)
-      return list_item(n);
+    if (n.kids.size() == 2 && n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 &&
+        list_var(n.kids[0].kids[0]) && !dict_reg[n.kids[0].kids[0].reg])
+      return list2_item(n);
+    if (list_var(n.kids[0]) && n.kids.size() == 2) return list_item(n);
     if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
       throw Refuse{"indexing what is not an array variable"};
     const int r = n.kids[0].reg;
@@ -1744,6 +1903,7 @@ struct Gen {
   CV setitem(const FNode& n) {
     if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && dict_reg[n.kids[0].reg])
       return dict_set(n);
+    if (list_var(n.kids[0])) return list_setitem(n);
     if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
       throw Refuse{"an element write to what is not an array variable"};
     const int r = n.kids[0].reg;
@@ -1994,11 +2154,15 @@ struct Gen {
       return CV{Reg::Obj, obj};
     }
     if (n.spec->name == "len" && n.kids.size() == 1 && lists) {
+      if (n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 &&
+          list_var(n.kids[0].kids[0]) && !dict_reg[n.kids[0].kids[0].reg])
+        return list2_len(n);
       CV v = eval_any(n.kids[0]);
       if (v.k != Reg::Obj) throw Refuse{"len() of a value that is not an array or a list"};
       auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
-      llvm::Value* len = b.CreateCall(
-          ft, fptr(reinterpret_cast<void*>(&native_container_len), ft), {cptr, v.v});
+      // lists, dicts (native_container_len) and ASCII strings
+      llvm::Value* len =
+          b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_seq_len), ft), {cptr, v.v});
       bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
       count(n.slot);
       return CV{Reg::PyInt, len};
@@ -3566,11 +3730,14 @@ struct Gen {
     walk(loop_cond);
     walk(loop_body);
     find_iterate_aliases();
+    find_fixed_lists();
     item_kind.assign(regs.size(), -1);
+    table_kind.assign(regs.size(), -1);
     for (size_t r = 0; r < regs.size(); ++r) {
       if (regs[r].k != Reg::Obj) continue;
       lists = true;
       const auto o = static_cast<size_t>(regs[r].a);
+      if (o < objects.size()) table_kind[r] = native_table_kind(objects[o]);
       Reg first;
       if (o < objects.size() && objects[o].is_list() && !objects[o].as_list().empty() &&
           FastLoop::Impl::scalar_of(objects[o].as_list()[0], first))
@@ -3595,6 +3762,17 @@ struct Gen {
         }
       }
     }
+  }
+  void find_fixed_lists() {
+    list_fixed.assign(regs.size(), true);
+    std::function<void(const FNode&)> walk = [&](const FNode& n) {
+      if (n.op == Op::Assign || n.op == Op::Append) list_fixed[n.reg] = false;
+      if (n.op == Op::SetItem && !n.kids.empty() && n.kids[0].op == Op::Var)
+        list_fixed[n.kids[0].reg] = false;
+      for (const FNode& k : n.kids) walk(k);
+    };
+    walk(loop_cond);
+    walk(loop_body);
   }
   void find_iterate_aliases() {
     no_held.assign(regs.size(), false);

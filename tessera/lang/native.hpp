@@ -83,6 +83,12 @@ struct NativeCtx {
   // become entries of its table, released by its sweep (native_sweep).
   FastLoop::Impl::State* state;
   const FastLoop::Impl* impl;
+  // The list (object index, storage) and row storage the call's last list
+  // write made its own and logged (native_lists.cpp): the next write into
+  // the same row skips the checks and the log. Never read by the code.
+  int64_t owned_obj = -1;
+  const void* owned_list = nullptr;
+  const void* owned_row = nullptr;
 };
 
 // What a native loop function returns.

@@ -139,8 +139,13 @@ extern "C" int32_t native_list_get(NativeCtx* c, int64_t obj, int64_t i, int64_t
   const auto len = static_cast<int64_t>(items.size());
   if (i < 0) i += len;
   if (i < 0 || i >= len) return 1;
+  const Value& item = items[static_cast<size_t>(i)];
+  if (kind == Reg::PyInt && item.is_int()) {  // the common case, without scalar_of's call
+    *out = item.as_int();
+    return 0;
+  }
   Reg r;
-  if (!FastLoop::Impl::scalar_of(items[static_cast<size_t>(i)], r) || r.k != kind) return 1;
+  if (!FastLoop::Impl::scalar_of(item, r) || r.k != kind) return 1;
   *out = r.i;
   return 0;
 }

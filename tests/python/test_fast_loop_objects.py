@@ -147,8 +147,9 @@ def strip_words(words):
 
 def chars_across_rollback(text, n):
     # s[i] read as one object per character, a roll-back at turn 25,000 (an
-    # append of a list is the general path's) in between: the turns since
-    # the checkpoint are redone once, the characters placed since dropped.
+    # append of a list a variable holds is the general path's) in between: the
+    # turns since the checkpoint are redone once, the characters placed since
+    # dropped.
     counts = {}
     extra = []
     s = 0
@@ -156,7 +157,8 @@ def chars_across_rollback(text, n):
         c = text[i % len(text)]
         counts[c] = counts.get(c, 0) + 1
         if i == 25000:
-            extra.append([i])
+            row = [i]
+            extra.append(row)
         s = s + (c == "a")
     return counts, s, extra
 

@@ -1,0 +1,208 @@
+// Lists of lists and string characters in native loops (native_lists.hpp).
+#include "tessera/lang/native_lists.hpp"
+
+#include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native_arrays.hpp"
+#include "tessera/lang/native_dicts.hpp"
+
+namespace tessera {
+
+namespace {
+
+// The payload of a number of register kind `kind` held in `v` (Python's
+// bool, int or float, or a NumPy scalar): false for another kind.
+bool nlists_number(const Value& v, int64_t kind, int64_t* out) {
+  if (kind == Reg::PyInt && v.is_int()) {
+    *out = v.as_int();
+    return true;
+  }
+  if (kind == Reg::PyFloat && v.is_float()) {
+    const double f = v.as_float();
+    __builtin_memcpy(out, &f, sizeof f);
+    return true;
+  }
+  Reg r;
+  if (!FastLoop::Impl::scalar_of(v, r) || r.k != kind) return false;
+  *out = r.i;
+  return true;
+}
+
+bool nlists_index(int64_t& i, int64_t len) {
+  if (i < 0) i += len;
+  return i >= 0 && i < len;
+}
+
+// The list (not a tuple) at object index `obj`, or null.
+Value* nlists_list(FastLoop::Impl::State& st, int64_t obj) {
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return nullptr;
+  Value& v = st.objects[static_cast<size_t>(obj)];
+  return v.is_list() && !v.is_tuple() ? &v : nullptr;
+}
+
+
+bool nlists_aliased(const int32_t* held, int64_t nheld, int64_t r, int64_t obj) {
+  for (int64_t k = 0; k < nheld; ++k)
+    if (k != r && held[k] == obj) return true;
+  return false;
+}
+
+}  // namespace
+
+extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_t j, int64_t kind,
+                                    int64_t* out) {
+  if (c->state == nullptr) return 1;
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
+  const Value& t = st.objects[static_cast<size_t>(obj)];
+  if (!t.is_list()) return 1;
+  const List& rows = t.as_list();
+  if (!nlists_index(i, static_cast<int64_t>(rows.size()))) return 1;
+  const Value& row = rows[static_cast<size_t>(i)];
+  if (!row.is_list()) return 1;
+  const List& items = row.as_list();
+  if (!nlists_index(j, static_cast<int64_t>(items.size()))) return 1;
+  return nlists_number(items[static_cast<size_t>(j)], kind, out) ? 0 : 1;
+}
+
+extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                    int64_t obj, int64_t i, int64_t j, const Reg* item) {
+  if (c->state == nullptr) return 1;
+  FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
+      nlists_aliased(held, nheld, r, obj))
+    return 1;
+  // A DP row is written left to right: the row the last write made its own
+  // (in this call, so since the checkpoint; native code makes no tuples, so
+  // it is still a list) takes the next write without the log's checks.
+  const Value& held_t = st.objects[static_cast<size_t>(obj)];
+  if (c->owned_obj == obj && c->owned_row != nullptr && held_t.is_list() &&
+      held_t.list_ptr().get() == c->owned_list && held_t.list_ptr().use_count() == 1) {
+    List& rows = const_cast<List&>(held_t.as_list());
+    int64_t ii = i;
+    if (nlists_index(ii, static_cast<int64_t>(rows.size()))) {
+      Value& row = rows[static_cast<size_t>(ii)];
+      if (row.is_list() && row.list_ptr().get() == c->owned_row &&
+          row.list_ptr().use_count() == 1) {
+        List& items = const_cast<List&>(row.as_list());
+        int64_t jj = j;
+        if (!nlists_index(jj, static_cast<int64_t>(items.size()))) return 1;
+        items[static_cast<size_t>(jj)] = FastLoop::Impl::to_value(*item, st);
+        st.inline_ops += 2;
+        return 0;
+      }
+    }
+  }
+  Value* t = nlists_list(st, obj);
+  if (t == nullptr) return 1;
+  // Checked before anything is logged or copied: a bail leaves no trace.
+  const List& rows = t->as_list();
+  int64_t ii = i;
+  if (!nlists_index(ii, static_cast<int64_t>(rows.size()))) return 1;
+  const Value& before = rows[static_cast<size_t>(ii)];
+  if (!before.is_list() || before.is_tuple()) return 1;
+  if (!nlists_index(j, static_cast<int64_t>(before.as_list().size()))) return 1;
+  try {
+    Value& row = FastLoop::Impl::own_list_item(static_cast<int32_t>(obj), Reg::make(Reg::PyInt, i),
+                                               st);
+    List* items = row.unique_list();
+    if (items == nullptr) {
+      row = Value(List(row.as_list()));
+      items = row.unique_list();
+    }
+    (*items)[static_cast<size_t>(j)] = FastLoop::Impl::to_value(*item, st);
+    st.inline_ops += 2;
+    c->owned_obj = obj;
+    c->owned_list = st.objects[static_cast<size_t>(obj)].list_ptr().get();
+    c->owned_row = items;
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+extern "C" int32_t native_list_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                   int64_t obj, int64_t i, const Reg* item) {
+  if (c->state == nullptr) return 1;
+  FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
+      nlists_aliased(held, nheld, r, obj))
+    return 1;
+  const Value& held_xs = st.objects[static_cast<size_t>(obj)];
+  if (c->owned_obj == obj && c->owned_row == nullptr && held_xs.is_list() &&
+      held_xs.list_ptr().get() == c->owned_list && held_xs.list_ptr().use_count() == 1) {
+    List& items = const_cast<List&>(held_xs.as_list());
+    if (!nlists_index(i, static_cast<int64_t>(items.size()))) return 1;
+    items[static_cast<size_t>(i)] = FastLoop::Impl::to_value(*item, st);
+    ++st.inline_ops;
+    return 0;
+  }
+  Value* xs = nlists_list(st, obj);
+  if (xs == nullptr) return 1;
+  int64_t ii = i;
+  if (!nlists_index(ii, static_cast<int64_t>(xs->as_list().size()))) return 1;
+  try {
+    Value v = FastLoop::Impl::to_value(*item, st);
+    FastLoop::Impl::own_list_item(static_cast<int32_t>(obj), Reg::make(Reg::PyInt, i), st) =
+        std::move(v);
+    ++st.inline_ops;
+    c->owned_obj = obj;
+    c->owned_list = st.objects[static_cast<size_t>(obj)].list_ptr().get();
+    c->owned_row = nullptr;
+    return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+extern "C" int64_t native_str_byte(NativeCtx* c, int64_t obj, int64_t i) {
+  if (c->state == nullptr) return -1;
+  FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
+  const auto o = static_cast<size_t>(obj);
+  const Value& v = st.objects[o];
+  if (!v.is_string()) return -1;
+  const std::string& text = v.as_string();
+  int8_t& ascii = st.object_ascii[o];
+  if (ascii < 0) {  // as string_item (fastloop_objects.cpp) caches it
+    ascii = 1;
+    for (char ch : text) ascii &= static_cast<unsigned char>(ch) < 0x80;
+  }
+  if (!ascii || !nlists_index(i, static_cast<int64_t>(text.size()))) return -1;
+  return static_cast<unsigned char>(text[static_cast<size_t>(i)]);
+}
+
+extern "C" int64_t native_seq_len(NativeCtx* c, int64_t obj) {
+  if (c->state != nullptr && obj >= 0 && static_cast<size_t>(obj) < c->state->objects.size() &&
+      c->state->objects[static_cast<size_t>(obj)].is_string())
+    return native_str_byte(c, obj, 0) >= 0 || c->state->objects[static_cast<size_t>(obj)]
+                                                   .as_string()
+                                                   .empty()
+               ? static_cast<int64_t>(c->state->objects[static_cast<size_t>(obj)].as_string().size())
+               : -1;
+  return native_container_len(c, obj);  // a list's or a dict's
+}
+
+extern "C" int64_t native_list2_len(NativeCtx* c, int64_t obj, int64_t i) {
+  if (c->state == nullptr) return -1;
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
+  const Value& t = st.objects[static_cast<size_t>(obj)];
+  if (!t.is_list() || !nlists_index(i, static_cast<int64_t>(t.as_list().size()))) return -1;
+  const Value& item = t.as_list()[static_cast<size_t>(i)];
+  if (item.is_list()) return static_cast<int64_t>(item.as_list().size());
+  if (!item.is_string()) return -1;
+  for (char ch : item.as_string())
+    if (static_cast<unsigned char>(ch) >= 0x80) return -1;  // len() counts characters
+  return static_cast<int64_t>(item.as_string().size());
+}
+
+int native_table_kind(const Value& v) {
+  if (!v.is_list() || v.as_list().empty()) return -1;
+  const Value& row = v.as_list().front();
+  if (!row.is_list() || row.as_list().empty()) return -1;
+  Reg first;
+  if (!FastLoop::Impl::scalar_of(row.as_list().front(), first)) return -1;
+  return first.k;
+}
+
+}  // namespace tessera

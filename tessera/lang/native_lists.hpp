@@ -1,0 +1,48 @@
+// Lists of lists and string characters in native loops (docs/runtime.md,
+// "Lists of lists and characters in native code"): the helpers the
+// generated code calls for `t[i][j]`, `t[i][j] = v`, `xs[i] = v` and `s[i]`,
+// on the interpreter's own objects, so that its roll-back applies unchanged.
+// Called through NativeCtx::helpers only.
+#pragma once
+
+#include <cstdint>
+
+#include "tessera/lang/native.hpp"
+
+namespace tessera {
+
+// t[i][j] (negative indices from the end) of the list of lists at object
+// index `obj`, if it is a number of register kind `kind`: its payload to
+// `out`, 0; 1 otherwise (no list of lists there, an index out of range,
+// an item of another kind: the interpreter's, which raises what Python does).
+extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_t j, int64_t kind,
+                                    int64_t* out);
+// t[i][j] = item on the list of lists at `obj`, held by register `r` (`held`:
+// each of the `nheld` registers' object, -1 none), as the interpreter's
+// nested write does it: the outer list's value before logged once per
+// checkpoint, a row shared with it (or with anything else) copied before it
+// changes. 0 when done; 1 when left to the interpreter (another register
+// holds the same list, no list of lists, an index out of range).
+extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                    int64_t obj, int64_t i, int64_t j, const Reg* item);
+// xs[i] = item on the flat list at `obj`, held by register `r`: the
+// interpreter's object_setitem (the same log). 0 done; 1 left to it.
+extern "C" int32_t native_list_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                   int64_t obj, int64_t i, const Reg* item);
+// s[i] (negative from the end) of the ASCII string at object index `obj`:
+// its byte; -1 for anything else (not a string, not ASCII, out of range).
+extern "C" int64_t native_str_byte(NativeCtx* c, int64_t obj, int64_t i);
+
+// len() of the list, tuple or ASCII string at `obj` (native_list_len for a
+// list; a string of other characters, whose len() is not its bytes': -1).
+extern "C" int64_t native_seq_len(NativeCtx* c, int64_t obj);
+
+// len(t[i]) of the list at `obj` (negative i from the end) whose item i is a
+// list, a tuple or an ASCII string; -1 for anything else (the interpreter's).
+extern "C" int64_t native_list2_len(NativeCtx* c, int64_t obj, int64_t i);
+
+// The register kind of t[0][0] when `v` is a list of lists whose first row
+// starts with a number, else -1 (the kind the generator compiles reads for).
+int native_table_kind(const Value& v);
+
+}  // namespace tessera

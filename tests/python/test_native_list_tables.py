@@ -1,0 +1,237 @@
+"""Lists of lists and string characters in native loops (docs/runtime.md, "Lists of
+lists and characters in native code"): `t[i][j]` reads, `t[i][j] = v` and
+`t[i][j] += v` writes of a list of lists of numbers, `xs[i] = v` of a flat list,
+and `s1[i] == s2[j]` / `s[i] != "a"` of ASCII strings. Results, the list
+arguments afterwards and errors (IndexError at its line) are Python's, the same
+with native code, the register interpreter and the general evaluation, at 1 and
+2 threads; the loops must run as native code (the debug log)."""
+
+import copy
+
+import pytest
+from jit_check import cases_script, loop_log_lines, run_on_every_path, run_script, same_as_python
+
+import tessera
+
+
+def levenshtein(s1, s2):
+    m, n = len(s1), len(s2)
+    d = [[0] * (n + 1) for _ in range(m + 1)]
+    for i in range(m + 1):
+        d[i][0] = i
+    for j in range(n + 1):
+        d[0][j] = j
+    for i in range(1, m + 1):
+        for j in range(1, n + 1):
+            cost = 0 if s1[i - 1] == s2[j - 1] else 1
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+    return d[m][n]
+
+
+def knapsack(values, weights, capacity):
+    n = len(values)
+    table = [[0] * (capacity + 1) for _ in range(n + 1)]
+    for i in range(1, n + 1):
+        for w in range(capacity + 1):
+            if weights[i - 1] <= w:
+                table[i][w] = max(table[i - 1][w], table[i - 1][w - weights[i - 1]] + values[i - 1])
+            else:
+                table[i][w] = table[i - 1][w]
+    return table[n][capacity]
+
+
+def add_in_place(t, v):
+    # The caller's list of lists changed in place: t[i][j] += v, negative indices.
+    s = 0
+    for i in range(len(t)):
+        for j in range(len(t[i])):
+            t[i][j] += v
+            t[-1 - i][-1] = t[-1 - i][-1] * 2
+            s += t[i][j]
+    return s
+
+
+def floats_and_bools(f, b):
+    s = 0.0
+    for i in range(len(f)):
+        for j in range(len(f[0])):
+            f[i][j] = f[i][j] * 0.5 + j
+            b[i][j] = f[i][j] > 1.0
+            if b[i][j]:
+                s += f[i][j]
+    return s
+
+
+def flat_writes(xs, n):
+    for k in range(n):
+        xs[k % len(xs)] = xs[k % len(xs)] * 3 + k
+        xs[-1] += 1
+    return xs[0]
+
+
+def mixed_item(t):
+    # An item of another kind than the first (a float in a table of ints): the
+    # code compiled for ints bails there and the interpreter goes on.
+    s = 0
+    for i in range(len(t)):
+        for j in range(len(t[i])):
+            s += t[i][j]
+    return s
+
+
+def row_too_short(t, n):
+    s = 0
+    for i in range(len(t)):
+        for j in range(n):
+            s += t[i][j]
+    return s
+
+
+def write_past_the_end(t, n):
+    for i in range(n):
+        t[0][i] = i
+    return t[0][0]
+
+
+def count_chars(s, t):
+    same = 0
+    other = 0
+    for i in range(len(s)):
+        if s[i] != "a":
+            other += 1
+        for j in range(len(t)):
+            if s[i] == t[j]:
+                same += 1
+            if "g" == t[-1 - j]:
+                same += 2
+    return same, other
+
+
+def char_past_the_end(s, n):
+    c = 0
+    for i in range(n):
+        if s[i] == "c":
+            c += 1
+    return c
+
+
+def fails_late(t, n):
+    # Many writes, then ZeroDivisionError at i == n - 3 (t has 3 rows).
+    for i in range(n):
+        for j in range(len(t[0])):
+            t[i % 3][j] += 1
+        x = 1 // (n - 3 - i)
+    return x
+
+
+def bails_late(t, n):
+    # Many writes, then a float item where ints were compiled for: the native
+    # call stops late and the interpreter redoes its turns from the call's
+    # start, which must find the writes taken back (else each counts twice).
+    for i in range(n):
+        for j in range(len(t[0])):
+            t[i % 3][j] += 1
+        if i == n - 3:
+            t[1][2] = t[1][2] + 0.5
+    return t[1][2]
+
+
+def tuple_rows(t):
+    s = 0
+    for i in range(len(t)):
+        s += t[i][0] * t[i][-1]
+    t[0][0] = s  # a tuple's item: Python's TypeError
+    return s
+
+
+def _table(m, n, f=lambda i, j: (i * 7 + j * 3) % 11):
+    return [[f(i, j) for j in range(n)] for i in range(m)]
+
+
+CASES = [(levenshtein, ("kitten", "sitting")),
+         (levenshtein, ("acgtacgtgg" * 4, "cagtagctgt" * 3)),
+         (knapsack, ([6, 10, 12, 7, 3], [1, 2, 3, 2, 1], 6)),
+         (add_in_place, (_table(6, 5), 3)),
+         (floats_and_bools, (_table(4, 5, lambda i, j: 0.5 * i + j), _table(4, 5, lambda i, j: False))),
+         (flat_writes, ([1, 2, 3, 4, 5], 23)),
+         (mixed_item, ([[1, 2, 3], [4, 5.5, 6], [7, 8, 9]],)),
+         (row_too_short, ([[1, 2, 3], [4, 5, 6], [7, 8]], 3)),
+         (write_past_the_end, ([[0] * 5], 6)),
+         (count_chars, ("abcabcgg", "gca")),
+         (count_chars, ("héllo", "olé")),
+         (char_past_the_end, ("abc", 4)),
+         (fails_late, (_table(3, 4), 200)),
+         (bails_late, (_table(3, 4), 3000)),
+         (tuple_rows, ([(1, 2), (3, 4)],))]
+
+
+@pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
+def test_agrees_with_python(f, args, threads):
+    mine, theirs = copy.deepcopy(args), copy.deepcopy(args)
+    try:
+        expected = f(*theirs)
+    except Exception as e:  # noqa: BLE001 - the same exception is expected of the jit
+        with pytest.raises(type(e)):
+            tessera.jit(f)(*mine)
+        # A call that raises gives nothing back: the caller's lists stay as they were
+        # (docs/python.md, "Lists are values").
+        assert mine == args
+        return
+    same_as_python(f, *args)
+
+
+@pytest.mark.parametrize("f, args, line", [(row_too_short, ([[1, 2], [3]], 2), 4),
+                                           (write_past_the_end, ([[0] * 5], 6), 2),
+                                           (char_past_the_end, ("abc", 4), 3)])
+def test_index_error_names_its_line(f, args, line):
+    with pytest.raises(IndexError) as e:
+        tessera.jit(f)(*args)
+    assert f"test_native_list_tables.py:{f.__code__.co_firstlineno + line}" in str(e.value)
+
+
+def test_rollback_late_in_a_loop_keeps_the_callers_lists():
+    t = _table(3, 4)
+    before = copy.deepcopy(t)
+    with pytest.raises(ZeroDivisionError):
+        tessera.jit(fails_late)(t, 20_000)
+    assert t == before
+
+
+_SCRIPT = cases_script("test_native_list_tables")
+
+
+def test_native_interpreter_and_general_print_the_same():
+    out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
+    native, log = out["native"]
+    assert native == out["interpreter"][0] == out["general"][0]
+    assert "IndexError" in native and "TypeError" in native
+    # The loops compiled to native code; the only loops refused are the
+    # comprehensions building the tables (a list of lists made: the interpreter's).
+    for f in (levenshtein, knapsack, add_in_place, floats_and_bools, flat_writes, mixed_item,
+              count_chars, fails_late, bails_late):
+        assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
+        comp = f.__code__.co_firstlineno + 2 if f in (levenshtein, knapsack) else -1
+        refused = [ln for ln in loop_log_lines(log, f, "no native code") if f":{comp}:" not in ln]
+        assert not refused, (f.__name__, refused)
+
+
+# Calls whose native code runs to the end (no bail): the node counters the
+# native code keeps must be the interpreter's.
+COUNTED = [CASES[k] for k in (0, 1, 2, 3, 4, 5, 9)]
+
+_COUNTERS = """
+import copy, sys, tessera
+sys.path.insert(0, {here!r})
+import test_native_list_tables as t
+for f, args in t.COUNTED:
+    g = tessera.jit(f)
+    print(f.__name__, repr(g(*copy.deepcopy(args))))
+    print([",".join(l.split(",")[:3]) for l in g.counters().splitlines()])
+"""
+
+
+def test_native_code_counts_nodes_as_the_interpreter():
+    native, log = run_script(_COUNTERS, TESSERA_FAST_LOOPS="debug", TESSERA_CACHE_DIR="0")
+    interp, _ = run_script(_COUNTERS, TESSERA_NATIVE="0")
+    assert native == interp
+    assert "native code returned 0" in log and "returned 4" not in log
