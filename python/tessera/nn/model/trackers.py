@@ -215,6 +215,7 @@ class TrackersMixin:
         c = self._compiled
         order = ["loss"] + ([m.name for ms in c.metrics for m in ms] +
                             [t.name for t in c.output_losses] if c else [])
+        order = list(dict.fromkeys(order))  # (each log once: a name two outputs' metrics share)
         values = [logs[n] for n in order if n in logs]
         values += [logs[k] for k in sorted(logs) if k not in order]
         return values[0] if len(values) == 1 else values
