@@ -57,3 +57,92 @@ def test_resizing_on_unknown_sizes_trains(keras):
 def test_resizing_unknown_channels_still_refused():
     with pytest.raises(ValueError, match=r"\[Resizing\] in a model expects images of known"):
         tn.layers.Resizing(4, 4)(tn.layers.Input(shape=(None, None, None)))
+
+
+# ---------------- patch_convnet: compute_loss/compute_metrics on the first of several outputs
+def _two_output_model(lib, metrics_override=True):
+    """(logits, attention-like) outputs; the overrides read the logits alone, as
+    patch_convnet's `super().compute_loss(x, y, logits)`."""
+
+    class Net(lib.Model):
+        def __init__(self):
+            super().__init__()
+            self.hidden = lib.layers.Dense(6, activation="tanh")
+            self.logits = lib.layers.Dense(3)
+            self.scores = lib.layers.Dense(2, activation="softmax")
+
+        def call(self, x, training=False):
+            h = self.hidden(x)
+            return self.logits(h), self.scores(h)
+
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+            logits, _ = y_pred
+            return super().compute_loss(x, y, logits, sample_weight, training=training)
+
+    if metrics_override:
+        def compute_metrics(self, x, y, y_pred, sample_weight=None):
+            return lib.Model.compute_metrics(self, x, y, y_pred[0], sample_weight)
+        Net.compute_metrics = compute_metrics
+    m = Net()
+    m(np.zeros((1, 4), "float32"))  # built by a call, as the example's first batch builds it
+    return m
+
+
+def _batches(lib, x, y, size):
+    class Batches(lib.utils.PyDataset):
+        def __len__(self):
+            return len(x) // size
+
+        def __getitem__(self, i):
+            return x[i * size:(i + 1) * size], y[i * size:(i + 1) * size]
+    return Batches()
+
+
+@pytest.mark.parametrize("data", ["arrays", "pydataset"])
+def test_compute_loss_on_the_first_output(keras, data):
+    x = RNG.normal(size=(32, 4)).astype("float32")
+    y = (np.arange(32) % 3).reshape(32, 1).astype("uint8")
+    tm, km = _two_output_model(tn), _two_output_model(keras)
+    _same_weights(tm, km)
+    logs = []
+    for lib, m in ((tn, tm), (keras, km)):
+        m.compile(optimizer=lib.optimizers.SGD(0.1),
+                  loss=lib.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=[lib.metrics.SparseCategoricalAccuracy(name="accuracy")])
+        if data == "arrays":
+            h = m.fit(x, y, batch_size=8, epochs=2, verbose=0, shuffle=False)
+            ev = m.evaluate(x, y, batch_size=8, verbose=0)
+        else:
+            h = m.fit(_batches(lib, x, y, 8), epochs=2, verbose=0, shuffle=False)
+            ev = m.evaluate(_batches(lib, x, y, 8), verbose=0)
+        logs.append((h.history, ev))
+    (th, tev), (kh, kev) = logs
+    assert sorted(th) == sorted(kh) == ["accuracy", "loss"]
+    for k in kh:
+        np.testing.assert_allclose(th[k], kh[k], rtol=1e-4, atol=1e-5)
+    assert len(tev) == len(kev) == 2
+    np.testing.assert_allclose(tev, kev, rtol=1e-4, atol=1e-5)
+    for a, b in zip(tm.get_weights(), km.get_weights()):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_compute_loss_on_the_first_output_without_metrics_override(keras):
+    """Without metrics (none compiled), the compute_loss override alone trains as Keras's."""
+    x = RNG.normal(size=(16, 4)).astype("float32")
+    y = np.arange(16) % 3
+    tm, km = _two_output_model(tn, False), _two_output_model(keras, False)
+    _same_weights(tm, km)
+    for lib, m in ((tn, tm), (keras, km)):
+        m.compile(optimizer=lib.optimizers.SGD(0.1),
+                  loss=lib.losses.SparseCategoricalCrossentropy(from_logits=True))
+        m.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
+    for a, b in zip(tm.get_weights(), km.get_weights()):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_fewer_labels_without_an_override_still_refused():
+    inputs = tn.layers.Input((4,))
+    m = tn.Model(inputs, [tn.layers.Dense(3)(inputs), tn.layers.Dense(2)(inputs)])
+    m.compile(optimizer="sgd", loss=["mse", "mse"])
+    with pytest.raises(ValueError, match=r"\[fit\] the model has 2 outputs, got 1 label arrays"):
+        m.fit(np.zeros((4, 4), "float32"), [np.zeros((4, 3), "float32")], verbose=0)
