@@ -1,6 +1,7 @@
 # Modeled on keras-io examples/vision/fixres.py; written for tessera. Keras 3 form: the
-# tf.data pipelines as keras.utils.PyDatasets whose batches are made with NumPy and
-# `ops.image.resize` (tf.image's resize, random crop of a sampled box and flip), the
+# tf.data pipelines as keras.utils.PyDatasets whose batches are made with NumPy:
+# a bilinear resize written in NumPy (tf.image's resize, random crop of a sampled box and
+# flip; a Keras op per crop size compiles once per size under JAX), the
 # `CenterCrop` layer called on one image `[None, ...]` as the example does; a small
 # pre-activation residual network made functionally on `Input((None, None, 3))`, ending in a
 # BatchNormalization named "post_bn" and average pooling, in place of
@@ -43,8 +44,23 @@ size_for_resizing = int((bigger_size / smaller_size) * bigger_size)
 central_crop_layer = layers.CenterCrop(bigger_size, bigger_size)
 
 
+def resize_hw(image, size):
+    """Bilinear resize with half-pixel centres (tf.image.resize's, Keras's), in NumPy: the
+    data pipeline's (a Keras op per picture size would compile once per size under JAX)."""
+    image = np.asarray(image, "float32")
+    out = image
+    for axis, n_out in ((0, size[0]), (1, size[1])):
+        n_in = out.shape[axis]
+        pos = np.clip((np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5, 0, n_in - 1)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, n_in - 1)
+        frac = (pos - lo).reshape([-1 if a == axis else 1 for a in range(out.ndim)])
+        out = np.take(out, lo, axis=axis) * (1 - frac) + np.take(out, hi, axis=axis) * frac
+    return out.astype("float32")
+
+
 def resize(image, size):
-    return np.asarray(ops.image.resize(image.astype("float32"), (size, size)))
+    return resize_hw(image, (size, size))
 
 
 def preprocess_initial(image, train, image_size):

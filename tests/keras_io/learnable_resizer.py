@@ -6,7 +6,8 @@
 # classifier. A small DenseNet (dense blocks of BN-ReLU-Conv concatenated, transitions of 1x1
 # convolutions and average pooling) made functionally in place of
 # `keras.applications.DenseNet121(weights=None, include_top=True, classes=2)`; a
-# keras.utils.PyDataset of batches in place of tfds/tf.data and `tf.image.resize`.
+# keras.utils.PyDataset of batches in place of tfds/tf.data, `tf.image.resize` written in
+# NumPy (a Keras op per picture size would compile once per size under JAX).
 import numpy as np
 import tessera.nn as keras
 from tessera.nn import layers, ops
@@ -40,8 +41,23 @@ def make_pictures(n):
     return images, np.array(labels)
 
 
+def resize(image, size):
+    """Bilinear resize with half-pixel centres (tf.image.resize's, Keras's), in NumPy: the
+    data pipeline's (a Keras op per picture size would compile once per size under JAX)."""
+    image = np.asarray(image, "float32")
+    out = image
+    for axis, n_out in ((0, size[0]), (1, size[1])):
+        n_in = out.shape[axis]
+        pos = np.clip((np.arange(n_out) + 0.5) * (n_in / n_out) - 0.5, 0, n_in - 1)
+        lo = np.floor(pos).astype(int)
+        hi = np.minimum(lo + 1, n_in - 1)
+        frac = (pos - lo).reshape([-1 if a == axis else 1 for a in range(out.ndim)])
+        out = np.take(out, lo, axis=axis) * (1 - frac) + np.take(out, hi, axis=axis) * frac
+    return out.astype("float32")
+
+
 def preprocess_dataset(image, label):
-    image = np.asarray(ops.image.resize(image, (INP_SIZE[0], INP_SIZE[1])))
+    image = resize(image, (INP_SIZE[0], INP_SIZE[1]))
     label = np.asarray(ops.one_hot(label, 2))
     return image, label
 
