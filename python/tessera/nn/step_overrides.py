@@ -189,7 +189,8 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     """(loss tensor, label placeholders, sample-weight placeholder or None):
     the override called on symbolic values (cached per kind and labels)."""
     specs = tuple(getattr(model, "_label_specs", None) or ())
-    key = (weighted, training, specs, model.__dict__.get("_labels_count"), model.dtype,
+    has_y = model.__dict__.get("_labels_given", True)
+    key = (weighted, training, specs, model.__dict__.get("_labels_count"), has_y, model.dtype,
            tuple(id(t) for t in model._inputs))
     cache = model.__dict__.setdefault("_loss_traces", {})
     if key in cache:
@@ -199,7 +200,7 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
     sw = _placeholder((), model.dtype, "sample_weight") if weighted else None
     x = model.input
-    y = _given_labels(model, ys)
+    y = _given_labels(model, ys) if has_y else None  # (fit(x): Keras's y is None)
     y_pred = model._as_declared(list(model._outputs))
     owner = _user_override(model, "compute_loss").__name__
     with tracing(), outside_calls():  # (self(x) there: Keras's step has no outer call)

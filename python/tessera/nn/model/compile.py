@@ -271,7 +271,9 @@ class CompileMixin:
         gets placeholder labels it does not read."""
         self._compiled_for_outputs()
         c = self._compiled
-        own_step = overridden_step(self, {"fit": "train_step", "evaluate": "test_step"}.get(where, ""))
+        # (a compute_loss override gets y=None, as Keras gives it: ddim's noise loss)
+        own_step = overridden_step(self, {"fit": "train_step", "evaluate": "test_step"}.get(
+            where, "")) or overrides_compute_loss(self)
         if not own_step and (c is None or any(l is not None for l in c.losses) or c.has_metrics):
             raise ValueError(f"[{where}] y (the labels) is required with array inputs: the "
                              "compiled loss or metrics read them")
