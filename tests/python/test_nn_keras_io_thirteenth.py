@@ -146,3 +146,62 @@ def test_fewer_labels_without_an_override_still_refused():
     m.compile(optimizer="sgd", loss=["mse", "mse"])
     with pytest.raises(ValueError, match=r"\[fit\] the model has 2 outputs, got 1 label arrays"):
         m.fit(np.zeros((4, 4), "float32"), [np.zeros((4, 3), "float32")], verbose=0)
+
+
+# -------- ddim: fit(x) with a compute_loss override reading no labels; attribute metrics
+def _denoiser(lib):
+    """call returns (prediction, target) made from x alone; compute_loss asserts it gets
+    y=None; a Mean made in an overridden compile is logged through compute_metrics."""
+
+    class Denoiser(lib.Model):
+        def __init__(self):
+            super().__init__()
+            self.net = lib.layers.Dense(4)
+
+        def compile(self, **kwargs):
+            super().compile(**kwargs)
+            self.image_loss_tracker = lib.metrics.Mean(name="i_loss")
+
+        def call(self, x, training=False):
+            return self.net(x * 0.5), x
+
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+            assert y is None
+            pred, target = y_pred
+            return lib.ops.mean(self.loss(target, pred))
+
+        def compute_metrics(self, x, y, y_pred, sample_weight=None):
+            pred, target = y_pred
+            self.image_loss_tracker.update_state(lib.ops.mean(lib.ops.abs(pred)))
+            return {m.name: m.result() for m in self.metrics}
+
+    m = Denoiser()  # compiled before it is built, as ddim's (Keras locks a built model's state)
+    m.compile(optimizer=lib.optimizers.SGD(0.1), loss=lib.losses.mean_absolute_error)
+    m(np.zeros((1, 4), "float32"))
+    return m
+
+
+def test_fit_without_labels_and_attribute_metrics(keras):
+    x = RNG.normal(size=(24, 4)).astype("float32")
+    v = RNG.normal(size=(8, 4)).astype("float32")
+    tm, km = _denoiser(tn), _denoiser(keras)
+    _same_weights(tm, km)
+    hist = []
+    for lib, m in ((tn, tm), (keras, km)):
+        assert [t.name for t in m.metrics] == ["loss", "i_loss"]
+        hist.append(m.fit(x, epochs=2, batch_size=8, verbose=0, shuffle=False,
+                          validation_data=(v,)).history)
+    th, kh = hist
+    assert sorted(th) == sorted(kh) == ["i_loss", "loss", "val_i_loss", "val_loss"]
+    for k in kh:
+        np.testing.assert_allclose(th[k], kh[k], rtol=1e-4, atol=1e-5)
+    for a, b in zip(tm.get_weights(), km.get_weights()):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+def test_fit_without_labels_still_refused_when_the_compiled_loss_reads_them():
+    inputs = tn.layers.Input((4,))
+    m = tn.Model(inputs, tn.layers.Dense(2)(inputs))
+    m.compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match=r"\[fit\] y \(the labels\) is required"):
+        m.fit(np.zeros((4, 4), "float32"), verbose=0)
