@@ -207,7 +207,7 @@ def get_model():
 
 model = get_model()
 model.compile(loss=keras.losses.CategoricalCrossentropy(label_smoothing=0.1),
-              optimizer="sgd", metrics=["accuracy"])
+              optimizer=keras.optimizers.SGD(momentum=0.9), metrics=["accuracy"])
 model.fit(train_ds, validation_data=validation_ds, epochs=EPOCHS)
 
 # The trained resizer's outputs: the same images, another picture.

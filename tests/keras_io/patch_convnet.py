@@ -33,10 +33,10 @@ SE_RATIO = 8
 TRUNK_DEPTH = 2
 
 # OPTIMIZER
-LEARNING_RATE = 3e-3  # the example: 1e-3
+LEARNING_RATE = 5e-3  # the example: 1e-3
 WEIGHT_DECAY = 1e-4
 
-EPOCHS = 3  # the example: 50
+EPOCHS = 4  # the example: 50
 
 # In place of keras.datasets.cifar10.load_data(): uint8 images of the same shape, each class
 # a tint and a bright square in one of the image's corners or halves.
