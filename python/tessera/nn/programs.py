@@ -333,7 +333,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         compiled loss times its weight, the layers' added losses, the
         regularizers."""
         terms = []
-        for k, (loss, weight) in enumerate(zip(self._compiled.losses,
+        for k, (loss, weight) in enumerate(zip(self._compiled.losses[:len(hs)],
                                                self._compiled.loss_weights)):
             if loss is None or not weight:
                 continue

@@ -125,8 +125,12 @@ def compiled_loss_tensor(model, y, y_pred, sample_weight):
     hs = _flat(y_pred, "y_pred", where)
     n = len(model._outputs)
     if len(hs) != n:
-        raise ValueError(f"[compute_loss] y_pred has {len(hs)} values for a model of {n} "
-                         f"outputs (at {where})")
+        if not (model._labels_of_first_outputs(len(hs)) and
+                all(h is t for h, t in zip(hs, model._outputs))):
+            raise ValueError(f"[compute_loss] y_pred has {len(hs)} values for a model of {n} "
+                             f"outputs (at {where}); fewer are taken when compile was given "
+                             "one loss and they are the model's first outputs, as called")
+        n = len(hs)  # compile's loss for those (Keras builds it on the y_pred it is given)
     given = [l is not None for l in model._compiled.losses]
     ys = _flat(y, "y", where) if y is not None else []
     if any(given) and len(ys) != n:
@@ -170,6 +174,13 @@ def _call_compute_loss(model, x, y, y_pred, sample_weight, training):
     return model.compute_loss(**kwargs)
 
 
+def _given_labels(model, ys):
+    """The `y` an override gets: the label placeholders, those given only (the first
+    outputs' labels, compile.py's _padded_labels), one alone as itself."""
+    m = model.__dict__.get("_labels_count") or len(ys)
+    return ys[0] if m == 1 else list(ys[:m])
+
+
 def _placeholder(shape, dtype, name):
     return KerasTensor((None,) + tuple(shape), dtype, "input", name=name)
 
@@ -178,7 +189,9 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     """(loss tensor, label placeholders, sample-weight placeholder or None):
     the override called on symbolic values (cached per kind and labels)."""
     specs = tuple(getattr(model, "_label_specs", None) or ())
-    key = (weighted, training, specs, model.dtype, tuple(id(t) for t in model._inputs))
+    has_y = model.__dict__.get("_labels_given", True)
+    key = (weighted, training, specs, model.__dict__.get("_labels_count"), has_y, model.dtype,
+           tuple(id(t) for t in model._inputs))
     cache = model.__dict__.setdefault("_loss_traces", {})
     if key in cache:
         return cache[key]
@@ -187,7 +200,7 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
     sw = _placeholder((), model.dtype, "sample_weight") if weighted else None
     x = model.input
-    y = ys[0] if len(ys) == 1 else list(ys)
+    y = _given_labels(model, ys) if has_y else None  # (fit(x): Keras's y is None)
     y_pred = model._as_declared(list(model._outputs))
     owner = _user_override(model, "compute_loss").__name__
     with tracing(), outside_calls():  # (self(x) there: Keras's step has no outer call)
@@ -344,9 +357,16 @@ class _CompileMetricsProxy:
 
     def __init__(self, trace, real):
         self.trace, self.real = trace, real
+        self.first_only = False  # compile's metrics updated for the first output alone
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         per = self.real._per_output
+        model = self.trace.model
+        if len(per) > 1 and isinstance(y_pred, KerasTensor) and \
+                y_pred is model._outputs[0] and model._labels_of_first_outputs(1):
+            # super().compute_metrics(x, y, logits): Keras builds its CompileMetrics on the
+            # one output it is given (unprefixed names)
+            self.first_only, per = True, per[:1]
         ys = [y_true] if len(per) == 1 else list(y_true)
         ps = [y_pred] if len(per) == 1 else list(y_pred)
         for ms, y, p in zip(per, ys, ps):
@@ -354,6 +374,8 @@ class _CompileMetricsProxy:
                 m.update_state(y, p, sample_weight=sample_weight)
 
     def result(self):
+        if self.first_only:
+            return {m.name: ResultOf(m) for m in self.real._per_output[0]}
         ms = [m for per in self.real._per_output for m in per]
         return {name: ResultOf(m) for name, m in zip(self.real._log_names, ms)}
 
@@ -541,7 +563,8 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     data, as fit/evaluate give it: x, (x, y) or (x, y, sample_weight)."""
     specs = tuple(getattr(model, "_label_specs", None) or ())
     has_y = model.__dict__.get("_labels_given", True)
-    key = (hook, weighted, specs, has_y, model.dtype, tuple(id(t) for t in model._inputs))
+    key = (hook, weighted, specs, has_y, model.__dict__.get("_labels_count"), model.dtype,
+           tuple(id(t) for t in model._inputs))
     cache = model.__dict__.setdefault("_step_traces", {})
     if key in cache:
         return cache[key]
@@ -555,7 +578,7 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     sw = _placeholder((), model.dtype, "sample_weight") if weighted else None
     trace.placeholders = (ys, sw)
     x = model.input
-    y = ys[0] if len(ys) == 1 else list(ys)
+    y = _given_labels(model, ys)
     data = x if not has_y else ((x, y) if sw is None else (x, y, sw))
     model._trackers()
     held = model.__dict__["_tracker_objects"]

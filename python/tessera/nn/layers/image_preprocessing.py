@@ -97,13 +97,24 @@ class _ImageGraph:
     def _hw_axes(self):
         return (2, 3) if self.data_format == "channels_first" else (1, 2)
 
-    def _split_shape(self, s):
-        if len(s) != 3 or any(d is None for d in s):
+    def _split_shape(self, s, unknown_size_ok=False):
+        """(height, width, channels) of a per-sample shape. unknown_size_ok: the height and
+        width may be None (a layer whose output size is its own, on `Input((None, None, c))`:
+        the graph is recorded again on each concrete size met, varlen.py)."""
+        channel_axis = 0 if self.data_format == "channels_first" else 2
+        known = [s[channel_axis]] if unknown_size_ok and len(s) == 3 else s
+        if len(s) != 3 or any(d is None for d in known):
             raise ValueError(f"[{self.kind}] in a model expects images of known per-sample shape "
                              f"(height, width, channels), got {tuple(s)}")
         if self.data_format == "channels_first":
             return s[1], s[2], s[0]
         return s[0], s[1], s[2]
+
+    def _node_shape(self, ctx):
+        """The per-sample shape of the call being written: the node's (a model on `Input((None,
+        None, c))` is written again for each concrete size met), else the first call's."""
+        shapes = getattr(ctx, "input_shapes", None)
+        return tuple(shapes[0][1:]) if shapes else self._in_shape
 
     def _join_shape(self, h, w, c):
         return (c, h, w) if self.data_format == "channels_first" else (h, w, c)
@@ -182,11 +193,11 @@ class Resizing(_ImageGraph, _Preprocessing):
         return None
 
     def compute_output_shape(self, s):
-        H, W, c = self._split_shape(s)
+        H, W, c = self._split_shape(s, unknown_size_ok=True)
         return self._join_shape(self.height, self.width, c)
 
     def forward(self, x, p, ctx):
-        H, W, _ = self._split_shape(self._in_shape)
+        H, W, _ = self._split_shape(self._node_shape(ctx))
         if self.crop_to_aspect_ratio:
             x, H, W = self._aspect_crop(x, H, W, self.height, self.width)
         return self._resize_expr(x, H, W, self.height, self.width, self.interpolation)
@@ -256,11 +267,11 @@ class CenterCrop(_ImageGraph, _Preprocessing):
     in_graph = True
 
     def compute_output_shape(self, s):
-        _, _, c = self._split_shape(s)
+        _, _, c = self._split_shape(s, unknown_size_ok=True)
         return self._join_shape(self.height, self.width, c)
 
     def forward(self, x, p, ctx):
-        H, W, _ = self._split_shape(self._in_shape)
+        H, W, _ = self._split_shape(self._node_shape(ctx))
         h, w = self.height, self.width
         if H >= h and W >= w:
             return self._crop_expr(x, (H - h) // 2, (W - w) // 2, h, w)
@@ -722,11 +733,11 @@ class RandomCrop(_ImageGraph, _RandomImage):
     in_graph = True
 
     def compute_output_shape(self, s):
-        _, _, c = self._split_shape(s)
+        _, _, c = self._split_shape(s, unknown_size_ok=True)
         return self._join_shape(self.height, self.width, c)
 
     def forward(self, x, p, ctx):
-        H, W, _ = self._split_shape(self._in_shape)
+        H, W, _ = self._split_shape(self._node_shape(ctx))
         h, w = self.height, self.width
         if H > h and W > w:
             hax, wax = self._hw_axes()

@@ -8,12 +8,13 @@ import numpy as np
 
 from .. import losses as _losses
 from .. import metrics as _metrics
+from ..given_batches import GivenBatches
 from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..optimizer_variables import attach_model
 from ..registry import is_model
 from ..step_overrides import (compiled_loss_tensor, compiled_loss_value, overridden_step,
-                              refuse_unshaped_step_data, symbolic_args)
+                              overrides_compute_loss, refuse_unshaped_step_data, symbolic_args)
 from ..string_inputs import apply_fronts, apply_group_fronts
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
@@ -272,7 +273,9 @@ class CompileMixin:
         gets placeholder labels it does not read."""
         self._compiled_for_outputs()
         c = self._compiled
-        own_step = overridden_step(self, {"fit": "train_step", "evaluate": "test_step"}.get(where, ""))
+        # (a compute_loss override gets y=None, as Keras gives it: ddim's noise loss)
+        own_step = overridden_step(self, {"fit": "train_step", "evaluate": "test_step"}.get(
+            where, "")) or overrides_compute_loss(self)
         if not own_step and (c is None or any(l is not None for l in c.losses) or c.has_metrics):
             raise ValueError(f"[{where}] y (the labels) is required with array inputs: the "
                              "compiled loss or metrics read them")
@@ -386,6 +389,7 @@ class CompileMixin:
                   for a in self._targets_of_reading_outputs(_as_list(y))]
         else:
             ys = [np.asarray(y)]
+        ys = self._padded_labels(ys)
         if len(ys) != len(self._outputs):
             raise ValueError(f"[{where}] the model has {len(self._outputs)} outputs, got "
                              f"{len(ys)} label arrays")
@@ -538,6 +542,44 @@ class CompileMixin:
         self._label_specs = specs
 
     # ------------------------------------------------------------------ training
+
+    def _labels_of_first_outputs(self, m: int) -> bool:
+        """Fewer label arrays (m) than outputs, as Keras takes them for a model whose
+        compute_loss override reads the labels itself (patch_convnet's `(logits, attention)`
+        trained on one label array, `super().compute_loss(x, y, logits)`): then they are the
+        first outputs' labels, and compile's one loss (not a list) is for those outputs."""
+        return 1 <= m < len(self._outputs) and overrides_compute_loss(self) and \
+            not isinstance((self.__dict__.get("_compile_args") or {}).get("loss"),
+                           (list, tuple, dict))
+
+    def _padded_labels(self, ys: list) -> list:
+        """Labels for the first outputs only (_labels_of_first_outputs): None for the others
+        (placeholders the programs take and nothing reads); the count given is kept for the
+        `y` a compute_loss override gets."""
+        m = len(ys)
+        padded = self._labels_of_first_outputs(m)
+        self.__dict__["_labels_count"] = m if padded else None
+        return list(ys) + [None] * (len(self._outputs) - m) if padded else ys
+
+    def _dataset_with_padded_labels(self, ds):
+        """A Dataset of (x, y) batches for a model of several outputs whose compute_loss reads
+        one label array: its batches get placeholder labels for the other outputs."""
+        n_in, n_out = len(self._inputs), len(self._outputs)
+        if len(ds.element_spec) != n_in + 1 or not self._labels_of_first_outputs(1):
+            self.__dict__["_labels_count"] = None
+            return ds
+        self.__dict__["_labels_count"] = 1
+
+        def pad(*arrays):
+            rows = len(arrays[0])
+            return tuple(arrays) + tuple(np.zeros((rows,), self.dtype)
+                                         for _ in range(n_out - 1))
+        if isinstance(ds, GivenBatches):  # (a PyDataset's batches: read as given)
+            read = ds._read_epoch
+            return GivenBatches(pad(*ds._first), lambda epoch, start: (
+                (i, pad(*arrays)) for i, arrays in read(epoch, start)), ds._n, ds.what,
+                ds._where)
+        return ds.map(pad)
 
     def _dataset_parts(self, ds, where: str):
         """The number of components of a Dataset's elements, checked against

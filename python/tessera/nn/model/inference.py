@@ -93,6 +93,7 @@ class InferenceMixin:
                 raise RuntimeError("[evaluate] the model is not built")
             self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],
                              "evaluate", verbose)
+            ds = self._dataset_with_padded_labels(ds)
             n_parts = self._dataset_parts(ds, "evaluate")
             n_in = len(self._inputs)
             if n_parts == n_in:

@@ -147,7 +147,20 @@ class TrackersMixin:
         # each output's loss tracker once a fit or evaluate ran (as Keras's,
         # made when its CompileLoss is built)
         outputs = self._output_loss_trackers() if self.__dict__.get("_metrics_held") else []
-        return [loss] + ([compiled] if compiled is not None else []) + outputs
+        held = [loss] + ([compiled] if compiled is not None else []) + outputs
+        return held + self._attribute_metrics(held)
+
+    def _attribute_metrics(self, held) -> list:
+        """Metrics the model holds as attributes (ddim's `self.image_loss_tracker =
+        keras.metrics.Mean(...)` made in an overridden compile), alone or in lists, in
+        the order set: Keras tracks them into model.metrics, after compile's."""
+        out, seen = [], {id(m) for m in held}
+        for v in vars(self).values():
+            for m in (v if isinstance(v, (list, tuple)) else [v]):
+                if isinstance(m, Metric) and id(m) not in seen:
+                    seen.add(id(m))
+                    out.append(m)
+        return out
 
     def compiled_loss(self, y, y_pred, sample_weight=None, regularization_losses=None):
         """The shim Keras 3 keeps on its TensorFlow backend for Keras 2's train_steps
@@ -215,6 +228,7 @@ class TrackersMixin:
         c = self._compiled
         order = ["loss"] + ([m.name for ms in c.metrics for m in ms] +
                             [t.name for t in c.output_losses] if c else [])
+        order = list(dict.fromkeys(order))  # (each log once: a name two outputs' metrics share)
         values = [logs[n] for n in order if n in logs]
         values += [logs[k] for k in sorted(logs) if k not in order]
         return values[0] if len(values) == 1 else values

@@ -141,6 +141,7 @@ class TrainingMixin:
                 self.build(shapes if len(shapes) > 1 else shapes[0])
             self._specialize([tuple(s.shape) for s in ds.element_spec[:len(self._inputs)]],
                              "fit", verbose)
+            ds = self._dataset_with_padded_labels(ds)
             n_parts = self._dataset_parts(ds, "fit")
             spec = ds.element_spec
             n_in, n_out = len(self._inputs), len(self._outputs)
