@@ -47,7 +47,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "text_classification_with_transformer",
         "text_generation_with_miniature_gpt", "timeseries_anomaly_detection",
         "timeseries_classification_from_scratch", "timeseries_traffic_forecasting",
-        "timeseries_weather_forecasting", "token_learner", "trainer_pattern",
+        "timeseries_weather_forecasting", "token_learner", "trainer_pattern", "transformer_asr",
         "training_with_built_in_methods", "transfer_learning", "understanding_masking_and_padding",
         "vae", "vivit", "vq_vae", "wgan_gp", "wide_deep_cross_networks", "working_with_rnns",
         "zero_dce",

@@ -119,3 +119,87 @@ def test_functional_subclass_on_uint8_images_and_surgery(keras):
         _same_weights(tb, kb)
         np.testing.assert_allclose(tb.predict(feed, verbose=0), kb.predict(feed, verbose=0),
                                    rtol=2e-4, atol=2e-5)
+
+
+# ------------- transformer_asr: a compute_loss override of token ids, a (batch, steps) mask
+def _seq2seq(lib):
+    class Tagger(lib.Model):
+        """Two inputs (features and the shifted tokens), logits per step; compute_loss
+        one-hot encodes the integer targets and masks their padding (id 0)."""
+
+        def __init__(self):
+            super().__init__()
+            self.emb = lib.layers.Embedding(6, 4)
+            self.proj = lib.layers.Dense(4)
+            self.out = lib.layers.Dense(6)
+
+        def call(self, inputs):
+            return self.out(self.proj(inputs[0]) + self.emb(inputs[1]))
+
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+            one_hot = lib.ops.one_hot(y, 6)
+            mask = lib.ops.logical_not(lib.ops.equal(y, 0))
+            return super().compute_loss(x, one_hot, y_pred, sample_weight=mask,
+                                        training=training)
+
+    return Tagger()
+
+
+def _token_batches(lib, n=24, steps=5, bs=8):
+    rng = np.random.default_rng(3)
+    feats = rng.normal(size=(n, steps, 3)).astype("float32")
+    tokens = rng.integers(1, 6, (n, steps + 1)).astype("int32")
+    tokens[:, -2:] *= rng.random((n, 2)) > 0.5  # padding at the end of some
+    (src, dec_in, dec_out) = feats, tokens[:, :-1], tokens[:, 1:]
+
+    class Batches(lib.utils.PyDataset):
+        def __len__(self):
+            return n // bs
+
+        def __getitem__(self, i):
+            rows = slice(i * bs, (i + 1) * bs)
+            return (src[rows], dec_in[rows]), dec_out[rows]
+
+    return Batches(), (src, dec_in), dec_out
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_compute_loss_override_of_token_ids_with_a_step_mask(keras, smoothing):
+    losses = []
+    for lib in (tn, keras):
+        ds, x, y = _token_batches(lib)
+        m = _seq2seq(lib)
+        m(list(x))
+        losses.append(m)
+    tm, km = losses
+    _same_weights(tm, km)
+    for lib, m in ((tn, tm), (keras, km)):
+        m.compile(optimizer=lib.optimizers.SGD(0.5), loss=lib.losses.CategoricalCrossentropy(
+            from_logits=True, label_smoothing=smoothing))
+    ds_t, x, y = _token_batches(tn)
+    ds_k, _, _ = _token_batches(keras)
+    et = tm.evaluate(list(x), y, batch_size=8, verbose=0)
+    ek = km.evaluate(list(x), y, batch_size=8, verbose=0)
+    np.testing.assert_allclose(et, ek, rtol=1e-5)
+    ht = tm.fit(ds_t, epochs=2, shuffle=False, verbose=0).history["loss"]
+    hk = km.fit(ds_k, epochs=2, shuffle=False, verbose=0).history["loss"]
+    np.testing.assert_allclose(ht, hk, rtol=2e-4)
+    for a, b in zip(tm.get_weights(), km.get_weights()):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=2e-4, atol=2e-5)
+
+
+def test_unbuilt_subclassed_model_fits_a_pydataset_of_input_pairs(keras):
+    """fit builds the model from the first batch's (source, target_in) pair, as Keras's
+    first step does; its batches were taken as given and failed in NumPy."""
+    ds_t, x, y = _token_batches(tn)
+    ds_k, _, _ = _token_batches(keras)
+    tm, km = _seq2seq(tn), _seq2seq(keras)
+    for lib, m in ((tn, tm), (keras, km)):
+        m.compile(optimizer="adam", loss=lib.losses.CategoricalCrossentropy(from_logits=True))
+    ht = tm.fit(ds_t, epochs=1, verbose=0).history["loss"]
+    km.fit(ds_k, epochs=1, verbose=0)
+    assert tm.built and len(tm.get_weights()) == len(km.get_weights()) == 5
+    assert [w.shape for w in tm.get_weights()] == [tuple(w.shape) for w in km.get_weights()]
+    assert np.isfinite(ht[0])
+    assert tm.predict(ds_t, verbose=0).shape == km.predict(ds_k, verbose=0).shape == (24, 5, 6)
+    assert np.isfinite(tm.evaluate(ds_t, verbose=0))
