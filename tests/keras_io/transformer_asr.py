@@ -1,8 +1,8 @@
 # Modeled on keras-io examples/audio/transformer_asr.py; written for tessera, in a Keras 3
 # backend-agnostic form: `ops` for the tf.* calls of the layers (`tf.shape`, `tf.range`, the
-# causal mask's `tf.tile`, given `[batch_size, 1, 1]`: JAX takes no tensor of repeats), and the example's `train_step`/`test_step` (tf.GradientTape; the
-# loss of the shifted target, one-hot, masked where it is padding) as a `compute_loss` override
-# of the same loss, the shift done by the data pipeline (a `keras.utils.PyDataset` yielding
+# causal mask's `tf.tile`, given `[batch_size, 1, 1]`: JAX takes no tensor of repeats), and
+# the example's `train_step`/`test_step` (tf.GradientTape; the loss of the shifted target,
+# one-hot, masked where it is padding) as a `compute_loss` override of the same loss, the shift done by the data pipeline (a `keras.utils.PyDataset` yielding
 # `((source, target[:, :-1]), target[:, 1:])` in place of tf.data's dicts); the compiled loss
 # tracked by fit in place of the `metrics` property's own Mean. In place of LJSpeech (3.6 GB)
 # and `tf.signal.stft`: sentences of 14 words spoken as one tone per character (a pitch per
