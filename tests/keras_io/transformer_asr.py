@@ -2,15 +2,15 @@
 # backend-agnostic form: `ops` for the tf.* calls of the layers (`tf.shape`, `tf.range`, the
 # causal mask's `tf.tile`, given `[batch_size, 1, 1]`: JAX takes no tensor of repeats), and
 # the example's `train_step`/`test_step` (tf.GradientTape; the loss of the shifted target,
-# one-hot, masked where it is padding) as a `compute_loss` override of the same loss, the shift done by the data pipeline (a `keras.utils.PyDataset` yielding
-# `((source, target[:, :-1]), target[:, 1:])` in place of tf.data's dicts); the compiled loss
-# tracked by fit in place of the `metrics` property's own Mean. In place of LJSpeech (3.6 GB)
-# and `tf.signal.stft`: sentences of 14 words spoken as one tone per character (a pitch per
-# letter, 20 ms each) at 4 kHz, their |STFT| ** 0.5 computed in NumPy with the example's
-# frame/step/FFT lengths in ms, normalized per clip and padded to 64 frames (2754); the
-# example's character vectorizer; 480 + 32 clips; num_hid 32 (200), feed-forward 64 (400),
-# 2 encoder layers (4), target_maxlen 24 (200); the warm-up schedule over 1 + 4 epochs
-# (15 + 85); 3 epochs (1, 100 for a real run).
+# one-hot, masked where it is padding) as a `compute_loss` override of the same loss, the shift
+# done by the data pipeline (a `keras.utils.PyDataset` yielding `((source, target[:, :-1]),
+# target[:, 1:])` in place of tf.data's dicts); the compiled loss tracked by fit in place of the
+# `metrics` property's own Mean. In place of LJSpeech (3.6 GB) and `tf.signal.stft`: sentences
+# of 14 words spoken as one tone per character (a pitch per letter, 20 ms each) at 4 kHz, their
+# |STFT| ** 0.5 computed in NumPy with the example's frame/step/FFT lengths in ms, normalized
+# per clip and padded to 64 frames (2754); the example's character vectorizer; 480 + 32 clips;
+# num_hid 32 (200), feed-forward 64 (400), 2 encoder layers (4), target_maxlen 24 (200); the
+# warm-up schedule over 2 + 4 epochs (15 + 85); 3 epochs (1, 100 for a real run).
 import numpy as np
 import tessera.nn as keras
 from tessera.nn import layers, ops
