@@ -65,6 +65,10 @@ def run_one(name, timeout):
 # must stop with (the start of its last line): such a stop counts as the script's run; running
 # through (the gap closed: move it to the runs) or another error counts as a failure.
 STOPS: dict = {
+    # its second-order train_step takes the gradient of the first tape's gradients in a second
+    # tape; tessera traces a train_step of one loss (wgan_gp's tape in a tape runs: a GAN's)
+    "debugging_tips": "NotImplementedError: [GradientTape.gradient] is called twice in the "
+                      "traced train_step",
     # its train_step slices a (2, classes, h, w, 3) batch into anchors and positives before
     # calling the model; tessera traces a train_step on the model's inputs
     "metric_learning": "NotImplementedError: [fit] EmbeddingModel.train_step is traced on "

@@ -347,15 +347,19 @@ class Dataset:
 
     # ------------------------------------------------------------------ transformations
 
-    def shuffle(self, buffer_size: Optional[int] = None, seed: int = 0) -> "Dataset":
-        """Shuffles the samples, differently in every epoch and identically in every
-        run and on every locality.
+    def shuffle(self, buffer_size: Optional[int] = None, seed: int = 0,
+                reshuffle_each_iteration: Optional[bool] = None) -> "Dataset":
+        """Shuffles the samples, differently in every epoch (or, with
+        ``reshuffle_each_iteration=False``, in the first epoch's order every epoch, as
+        tf.data's) and identically in every run and on every locality.
 
         From arrays and ``.npy`` files, each epoch is a full permutation drawn by
         tessera's ``permutation`` primitive from (seed, epoch), the order of
         ``data.batches`` (``buffer_size`` is accepted and not needed). From a
         generator, a shuffle buffer of ``buffer_size`` samples (required), seeded
         from (seed, epoch)."""
+        if self._plan["stage"] == 2 and self._plan["shard"] is None:
+            return self._shuffled_batches(buffer_size, seed, reshuffle_each_iteration)
         if self._plan["shuffle"] is not None:
             raise ValueError("[Dataset.shuffle] the dataset is already shuffled; shuffle once")
         self._stage_check("shuffle", 0)
@@ -365,7 +369,32 @@ class Dataset:
             raise ValueError("[Dataset.shuffle] a generator dataset needs buffer_size (the "
                              "number of samples held to shuffle among)")
         seed = _int_arg("shuffle", "seed", seed, 0, "an int >= 0")
-        return self._with(stage=1, shuffle=(buffer_size, seed))
+        if reshuffle_each_iteration is None:
+            reshuffle_each_iteration = True
+        elif not isinstance(reshuffle_each_iteration, (bool, np.bool_)):
+            raise TypeError(f"[Dataset.shuffle] reshuffle_each_iteration must be a bool or "
+                            f"None, got {type(reshuffle_each_iteration).__name__}")
+        return self._with(stage=1, shuffle=(buffer_size, seed, bool(reshuffle_each_iteration)))
+
+    def _shuffled_batches(self, buffer_size, seed, reshuffle) -> "Dataset":
+        """shuffle() after batch(), as tf.data's: whole batches through a shuffle
+        buffer of ``buffer_size`` batches, drawn from (seed, epoch)."""
+        if buffer_size is None:
+            raise ValueError("[Dataset.shuffle] after batch() shuffle needs buffer_size (the "
+                             "number of batches held to shuffle among)")
+        size = _int_arg("shuffle", "buffer_size", buffer_size, 1, "a positive int")
+        seed = _int_arg("shuffle", "seed", seed, 0, "an int >= 0")
+        if reshuffle is not None and not isinstance(reshuffle, (bool, np.bool_)):
+            raise TypeError(f"[Dataset.shuffle] reshuffle_each_iteration must be a bool or "
+                            f"None, got {type(reshuffle).__name__}")
+        again = reshuffle is None or bool(reshuffle)
+
+        def make(epoch):
+            rng = np.random.default_rng(_mix(seed, epoch if again else 0))
+            return _shuffle_buffer(self._elements(epoch), size, rng)
+
+        return self._stream(f"shuffle({size})", make, rows=self._count(), batched=True,
+                            spec=self.element_spec, tree=self._element_tree())
 
     def batch(self, batch_size: int, drop_remainder: bool = False) -> "Dataset":
         """Groups samples into batches of ``batch_size`` rows. The last batch is
@@ -388,6 +417,12 @@ class Dataset:
         batch (an array or a tuple/list/dict of arrays)."""
         if not callable(fn):
             raise TypeError(f"[Dataset.map] fn must be callable, got {type(fn).__name__}")
+        if self._plan["stage"] == 3:  # after repeat(): the same as mapping, then repeating
+            repeat = self._plan["repeat"]
+            before = 2 if self._plan["batch"] is not None else \
+                1 if self._plan["shuffle"] is not None else 0
+            return self._with(stage=before, repeat=None).map(fn).repeat(
+                None if repeat == -1 else repeat)
         if self._plan["batch"] is None:  # per sample, as tf.data's map
             return self._stream(f"map({_name(fn)})", lambda e: (
                 _pl.checked(fn, _pl.apply(fn, v)) for v in self._elements(e)),
@@ -732,7 +767,8 @@ class Dataset:
         if p["take_rows"] is not None:
             parts.append(f"take({p['take_rows']})")
         if p["shuffle"] is not None:
-            parts.append(f"shuffle(buffer_size={p['shuffle'][0]}, seed={p['shuffle'][1]})")
+            again = "" if p["shuffle"][2] else ", reshuffle_each_iteration=False"
+            parts.append(f"shuffle(buffer_size={p['shuffle'][0]}, seed={p['shuffle'][1]}{again})")
         if p["take_shuffled"] is not None:
             parts.append(f"take({p['take_shuffled']})")
         if p["batch"] is not None:
@@ -808,10 +844,15 @@ class Dataset:
             rows = min(rows, self._plan["take_rows"])
         if self._plan["shuffle"] is None:
             return self._rows()
-        order = _call("permutation", rows, seed=_mix(self._plan["shuffle"][1], epoch))
+        order = _call("permutation", rows, seed=_mix(self._plan["shuffle"][1],
+                                                     self._shuffle_epoch(epoch)))
         if self._plan["take_shuffled"] is not None:
             order = order[:self._plan["take_shuffled"]]
         return order
+
+    def _shuffle_epoch(self, epoch: int) -> int:
+        """The epoch whose order the shuffle draws: 0 every time without reshuffling."""
+        return epoch if self._plan["shuffle"][2] else 0
 
     def _sample_stream(self, epoch: int):
         """For a generator: the samples of the epoch, shuffled and taken."""
@@ -821,7 +862,8 @@ class Dataset:
             if self._plan["take_rows"] is not None:
                 stream = itertools.islice(stream, self._plan["take_rows"])
             if self._plan["shuffle"] is not None:
-                rng = np.random.default_rng(_mix(self._plan["shuffle"][1], epoch))
+                rng = np.random.default_rng(_mix(self._plan["shuffle"][1],
+                                                 self._shuffle_epoch(epoch)))
                 stream = _shuffle_buffer(stream, self._plan["shuffle"][0], rng)
             if self._plan["take_shuffled"] is not None:
                 stream = itertools.islice(stream, self._plan["take_shuffled"])

@@ -370,6 +370,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             return loss.expression_for(y, hs[k], ctx, spec, out_shape)
         per = ctx.define("per", loss.per_sample_for(y, hs[k], ctx, spec, out_shape))
         weights = None  # Keras's sample_weight after apply_mask, as it multiplies the values
+        # one per sample broadcast over the steps, or one per entry (a (batch, steps) mask)
+        w = f"astype({sw}, dtype_name({per}))"
+        sww = f"if(ndim({sw}) == ndim({per}) && ndim({per}) > 1, {w}, reshape({w}, {lead}))"
         if mask is not None:
             # a loss function returning the batch's loss already reduced: Keras multiplies
             # it by the mask's weights, broadcast to their shape
@@ -381,10 +384,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 # entries, so the mean is over the unmasked ones
                 mf = (f"{mf} * (astype(size({mf}), dtype_name({per})) / "
                       f"maximum(sum({mf}), 1.0))")
-            weights = mf if sw is None else \
-                f"{mf} * reshape(astype({sw}, dtype_name({per})), {lead})"
+            weights = mf if sw is None else f"{mf} * {sww}"
         elif sw is not None:
-            weights = f"reshape(astype({sw}, dtype_name({per})), {lead})"
+            weights = sww
         total = f"sum({per})" if weights is None else f"sum({per} * {weights})"
         if reduction == "sum":
             return total

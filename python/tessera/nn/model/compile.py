@@ -16,6 +16,7 @@ from ..registry import is_model
 from ..step_overrides import (compiled_loss_tensor, compiled_loss_value, overridden_step,
                               overrides_compute_loss, refuse_unshaped_step_data, symbolic_args)
 from ..string_inputs import apply_fronts, apply_group_fronts
+from ..utils import PyDataset
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
@@ -283,6 +284,20 @@ class CompileMixin:
               for t in self._outputs]
         return ys if len(ys) > 1 else ys[0]
 
+    def _build_from_first_batch(self, x, where):
+        """A subclassed model not yet built, given a PyDataset whose batches' x is a
+        list, tuple or dict of inputs (transformer_asr's `((source, target_in), y)`):
+        built from the first batch, as Keras's first step builds it, so that its
+        batches are flattened by the model's inputs (they could not be taken as given)."""
+        if self._inputs or self._functional or is_model(self, "Sequential") or \
+                not isinstance(x, PyDataset) or not x.num_batches:
+            return
+        b = x[0]
+        b = tuple(b) if isinstance(b, list) else b
+        first = b[0] if isinstance(b, tuple) and b else None
+        if isinstance(first, (list, tuple, dict)):
+            self._prepare_x(first, where)
+
     def _batch_form(self, where):
         """How fit, evaluate and predict flatten a PyDataset's batch, as Keras's
         adapters: a list is a tuple, a tuple is (x, y[, sample_weight]); x a dict, list
@@ -394,6 +409,7 @@ class CompileMixin:
             raise ValueError(f"[{where}] the model has {len(self._outputs)} outputs, got "
                              f"{len(ys)} label arrays")
         out = []
+        own_loss = overridden_step(self, "compute_loss")
         for k, (a, loss) in enumerate(zip(ys, self._compiled.losses)):
             which = f"y[{k}]" if len(ys) > 1 else "y"
             if a is None:  # an output nothing reads labels of (no loss, no metric)
@@ -403,6 +419,10 @@ class CompileMixin:
                 raise ValueError(f"[{where}] x and {which} have different numbers of samples: "
                                  f"{n} and {len(a) if a.ndim else 'a scalar'}")
             out_shape = tuple(self._outputs[k].shape[1:])
+            if own_loss:  # a compute_loss override reads y as given (transformer_asr's
+                # token ids, one-hot encoded and masked there): Keras checks nothing
+                out.append(a.astype(self.dtype, copy=False) if a.dtype.kind == "f" else a)
+                continue
             if loss is not None and loss.sparse_labels:
                 a = self._check_sparse(a, loss.whole_output_shape(out_shape), which, where,
                                        loss)

@@ -85,6 +85,7 @@ class InferenceMixin:
         if self._compiled is None:
             raise RuntimeError("[evaluate] call model.compile(optimizer, loss, metrics) first")
         steps = capped_steps(steps)
+        self._build_from_first_batch(x, "evaluate")
         x = _from_py_dataset(x, "evaluate", steps, form=self._batch_form("evaluate"))
         if isinstance(x, _data.Dataset):
             ds = x
@@ -275,6 +276,7 @@ class InferenceMixin:
         and on_predict_end are called, as Keras calls them. Stateful layers
         carry their states from batch to batch (_stateful_predict)."""
         steps = capped_steps(steps)
+        self._build_from_first_batch(x, "predict")
         x = _from_py_dataset(x, "predict", steps, form=self._batch_form("predict"))
         if overrides_predict_step(self):
             return self._predict_with_step(x, batch_size, verbose, steps, callbacks)

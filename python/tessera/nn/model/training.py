@@ -117,6 +117,7 @@ class TrainingMixin:
         epochs, steps_per_epoch = capped_epochs(epochs), capped_steps(steps_per_epoch)
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
+        self._build_from_first_batch(x, "fit")
         x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None,
                              self._batch_form("fit"))
         if validation_data is not None:
