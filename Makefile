@@ -45,13 +45,17 @@ fuzz: fuzz-build
 # nothing while ranks polled): the distributed tests leave the cores partly
 # idle while ranks wait for each other. Its output is shown once ctest is
 # done; the run fails if any of the three fails.
+# Each phase's wall time is printed (CI keeps the run under 30 minutes; the
+# slowest tests are listed by pytest's --durations above its summary line).
 test: build
-	@mkdir -p $(FUZZ_BUILD); \
+	@mkdir -p $(FUZZ_BUILD); start=$$(date +%s); \
 	  nice -n 3 $(MAKE) --no-print-directory fuzz > $(FUZZ_BUILD)/make-fuzz.log 2>&1 & fuzz=$$!; \
 	  (cd $(BUILD) && ctest --output-on-failure -j$(JOBS)); ctest_status=$$?; \
-	  wait $$fuzz; fuzz_status=$$?; \
+	  ctest_end=$$(date +%s); \
+	  wait $$fuzz; fuzz_status=$$?; fuzz_end=$$(date +%s); \
 	  echo "== make fuzz (run beside ctest)"; cat $(FUZZ_BUILD)/make-fuzz.log; \
-	  $(PYTHON) -m pytest tests/python -q -n $(JOBS); pytest_status=$$?; \
+	  echo "== ctest: $$((ctest_end - start)) s; make fuzz beside it: $$((fuzz_end - start)) s"; \
+	  $(PYTHON) -m pytest tests/python -q -n $(JOBS) --durations=30; pytest_status=$$?; \
 	  [ $$ctest_status -eq 0 ] && [ $$fuzz_status -eq 0 ] && [ $$pytest_status -eq 0 ]
 
 # The wheel is built in build-wheel/ (beside build/, so ccache serves `make
