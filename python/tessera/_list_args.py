@@ -192,9 +192,22 @@ def _updated(old, new):
 # ---------------------------------------------------------------- elements changed in place
 
 
+# Calls whose result is an object the container they read holds (not a copy):
+# ``d.setdefault(k, [])``, ``d.get(k)``, ``max(rows, key=len)``, ``random.choice(rows)``.
+_ELEMENT_METHODS = frozenset({"setdefault", "get"})
+_ELEMENT_FUNCTIONS = frozenset({"max", "min", "choice"})
+
+
 def _is_element(value) -> bool:
     """Whether ``v = value`` binds an object another holds: ``xs[i]`` (not a
-    slice, a new list), or, unpacked, a variable or an element."""
+    slice, a new list), a call giving one of a container's objects
+    (``d.setdefault(k, [])``, ``d.get(k)``, ``max(rows)``), or, unpacked, a
+    variable or an element."""
+    if isinstance(value, ast.Call):
+        f = value.func
+        if isinstance(f, ast.Attribute):
+            return f.attr in _ELEMENT_METHODS or (f.attr == "choice" and bool(value.args))
+        return isinstance(f, ast.Name) and f.id in _ELEMENT_FUNCTIONS and bool(value.args)
     return isinstance(value, ast.Subscript) and not isinstance(value.slice, ast.Slice)
 
 
@@ -301,9 +314,10 @@ def element_check(var: str, name: str, error_tag: str) -> str:
     return (f"if(is_mutable_container({var}), assert(false, "
             f"\"{error_tag}UnsupportedError] changing the list or dict '{name}' in place "
             f"is not supported by tessera.jit here: it is an object another one holds (an "
-            f"element of a list or dict: a for loop's variable, {name} = xs[i], unpacking; "
-            f"or a parameter), which Python would change too, and lists and dicts are "
-            f"values in a jit function; change it through what holds it (xs[i][0] = v), "
+            f"element of a list or dict: a for loop's variable, {name} = xs[i], d.get(k), "
+            f"d.setdefault(k, v), max(xs), unpacking; or a parameter), which Python would "
+            f"change too, and lists and dicts are values in a jit function; change it "
+            f"through what holds it (xs[i][0] = v, d.setdefault(k, []).append(v)), "
             f"return the new value, or use an array\"))")
 
 

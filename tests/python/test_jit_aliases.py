@@ -324,3 +324,55 @@ def test_del_missing_key_and_index_are_pythons_errors():
 def test_del_that_cannot_keep_pythons_meaning_is_refused(f):
     with pytest.raises(tessera.UnsupportedError, match=r"del .*test_jit_aliases.py:\d+"):
         tessera.jit(f)(4)
+
+
+# ---------------------------------------------------------------- objects calls give
+
+
+def grouped_by_setdefault_variable(pairs):
+    d = {}
+    for k, v in pairs:
+        lst = d.setdefault(k, [])
+        lst.append(v)
+    return d
+
+
+def got_then_changed(k):
+    d = {"a": [1]}
+    lst = d.get(k)
+    lst.append(2)
+    return d
+
+
+def longest_then_changed(xs):
+    m = max(xs, key=len)
+    m.append(0)
+    return xs
+
+
+def grouped_by_setdefault_call(pairs):
+    d = {}
+    for k, v in pairs:
+        d.setdefault(k, []).append(v)
+    return d
+
+
+def biggest_number(xs):
+    m = max(xs)
+    m += 1
+    return m
+
+
+@pytest.mark.parametrize("f,arg", [(grouped_by_setdefault_variable, [(1, 2), (1, 3), (2, 4)]),
+                                   (got_then_changed, "a"),
+                                   (longest_then_changed, [[1], [1, 2]])])
+def test_changing_an_object_a_call_gave_is_refused(f, arg):
+    # d.setdefault / d.get / max give the container's own object in Python
+    with pytest.raises(tessera.UnsupportedError, match=r"changing the list or dict '\w+' in place"):
+        tessera.jit(f)(copy.deepcopy(arg))
+
+
+@pytest.mark.parametrize("f,arg", [(grouped_by_setdefault_call, [(1, 2), (1, 3), (2, 4)]),
+                                   (biggest_number, [3, 9, 4])])
+def test_calls_changing_through_the_holder_keep_pythons_answer(f, arg):
+    assert tessera.jit(f)(copy.deepcopy(arg)) == f(copy.deepcopy(arg))
