@@ -1,7 +1,6 @@
 """Layer calls on symbolic tensors, tracing of users' Python (custom layers'
 and subclassed models' ``call``, activation, loss and metric functions), and
 the discovery of the layers a graph uses."""
-
 from __future__ import annotations
 
 import contextlib
@@ -10,6 +9,7 @@ import inspect
 import numpy as np
 
 from . import tree as _tree
+from .build_shapes import first_argument_shapes
 from .call_defaults import eager_training, step_call_training
 from .dtype_policies import eager_dtype, eager_inputs
 from .input_spec import assert_input_compatibility
@@ -485,7 +485,7 @@ def _call_custom(layer, inputs, args, kwargs):
         auto |= {id(t) for t in _flatten(list(named.values()))}
         shapes = [t.shape for t in flat if id(t) not in auto]
         with path_scope(layer):
-            layer.build(shapes[0] if len(shapes) == 1 else shapes)
+            layer.build(first_argument_shapes(inputs, shapes))
         layer.built = True
     called_training, forced = step_call_training(layer, static.pop("training", None), _TRACING[0])
     try:

@@ -241,7 +241,14 @@ class CompileMixin:
             return
         if is_model(self, "Sequential") or not self._functional:
             shapes = [tuple(a.shape[1:]) for a in xs]
-            self.build(shapes if len(shapes) > 1 else shapes[0])
+            # a subclassed model's call sees integer data as int32, as Keras traces it on
+            # the batch (gat_node_classification's `ops.take(outputs, indices)`)
+            self.__dict__["_data_dtypes"] = [
+                "int32" if np.asarray(a).dtype.kind in "iu" else None for a in xs]
+            try:
+                self.build(shapes if len(shapes) > 1 else shapes[0])
+            finally:
+                self.__dict__.pop("_data_dtypes", None)
 
     def _compiled_for_outputs(self):
         """compile before a subclassed model knew its outputs (it is built by its
