@@ -9,7 +9,7 @@ import inspect
 import numpy as np
 
 from . import tree as _tree
-from .build_shapes import first_argument_shapes
+from .build_shapes import built_on, first_argument_shapes
 from .call_defaults import eager_training, step_call_training
 from .dtype_policies import eager_dtype, eager_inputs
 from .input_spec import assert_input_compatibility
@@ -112,8 +112,7 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
                                    layer.kind)
     tensors = [t for t in _flatten([inputs, list(args), list(kwargs.values())])
                if isinstance(t, KerasTensor)]
-    if not tensors and _TRACING[0] and not args and not kwargs and not layer._is_custom() \
-            and _is_array(inputs):
+    if not tensors and _TRACING[0] and not args and not kwargs and _is_array(inputs):
         # Keras: a layer called in a traced call on an array (positions =
         # ops.arange(n); self.pos_emb(positions)) takes its first axis for
         # the batch; the array is a constant of the program, the layer's
@@ -484,7 +483,7 @@ def _call_custom(layer, inputs, args, kwargs):
         auto = {id(t) for t in _flatten(in_mask)} if auto_mask else set()
         auto |= {id(t) for t in _flatten(list(named.values()))}
         shapes = [t.shape for t in flat if id(t) not in auto]
-        with path_scope(layer):
+        with path_scope(layer), built_on(layer, [t for t in flat if id(t) not in auto]):
             layer.build(first_argument_shapes(inputs, shapes))
         layer.built = True
     called_training, forced = step_call_training(layer, static.pop("training", None), _TRACING[0])

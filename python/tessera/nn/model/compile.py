@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import losses as _losses
 from .. import metrics as _metrics
+from ..build_shapes import built_on
 from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..registry import is_model
@@ -243,12 +244,8 @@ class CompileMixin:
             shapes = [tuple(a.shape[1:]) for a in xs]
             # a subclassed model's call sees integer data as int32, as Keras traces it on
             # the batch (gat_node_classification's `ops.take(outputs, indices)`)
-            self.__dict__["_data_dtypes"] = [
-                "int32" if np.asarray(a).dtype.kind in "iu" else None for a in xs]
-            try:
+            with built_on(self, xs):
                 self.build(shapes if len(shapes) > 1 else shapes[0])
-            finally:
-                self.__dict__.pop("_data_dtypes", None)
 
     def _compiled_for_outputs(self):
         """compile before a subclassed model knew its outputs (it is built by its
