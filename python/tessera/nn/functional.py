@@ -10,7 +10,7 @@ import numpy as np
 
 from . import tree as _tree
 from .build_shapes import built_on, first_argument_shapes
-from .call_defaults import eager_training, step_call_training
+from .call_defaults import eager_training, keep_origin, step_call_training
 from .dtype_policies import eager_dtype, eager_inputs
 from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
@@ -202,7 +202,7 @@ def _record_builtin(layer, inputs, args, kwargs, builtin):
     lead = in_list[0].shape[0] if all(_fixed_lead(t) for t in in_list) else None
     if isinstance(out, list):
         node = KerasTensor((), dtype, "layer", node_args, static, where=where)
-        node.builtin = builtin
+        node.builtin, node.in_call = builtin, _TRACING[0] > 0  # (see written_training)
         node.n_outputs = len(out)
         results = [KerasTensor((lead,) + tuple(s), dtype, "item", (node, k), where=where)
                    for k, s in enumerate(out)]
@@ -214,7 +214,7 @@ def _record_builtin(layer, inputs, args, kwargs, builtin):
             _record_first_call(layer, in_list, results)
         return results
     result = KerasTensor((lead,) + tuple(out), dtype, "layer", node_args, static, where=where)
-    result.builtin = builtin
+    result.builtin, result.in_call = builtin, _TRACING[0] > 0  # (see written_training)
     follow_first_axis(result, in_list[0])
     result._keras_mask = _output_mask(layer, in_list, in_mask)
     result.auto_mask_keys = auto_keys
@@ -499,7 +499,8 @@ def _call_custom(layer, inputs, args, kwargs):
     node = KerasTensor((), outs[0].dtype, "layer", (layer, tuple(flat), True),
                        dict(static, **forced, _template=_template_of(template)), where=where)
     node.n_outputs = len(outs)
-    node.call_training = called_training  # (a GAN's train_step reads it: tape_steps.py)
+    # (a GAN's train_step reads call_training: tape_steps.py; in_call: written_training)
+    node.call_training, node.in_call = called_training, bool(_TRACING[0] or forced)
     if not layer._in_shape:
         ins = [t.shape[1:] for t in flat]
         outs_ = [o.shape[1:] for o in outs]
@@ -845,11 +846,11 @@ def clone_graph(outputs, inputs, new_inputs) -> list:
                 flat_new = [mapping[i.id] for i in ins]
                 (pos, tkw) = _restructure(template, flat_new)
                 res = layer(*pos, **tkw, **static)
-                mapping[t.id] = res if isinstance(res, list) else [res]
+                mapping[t.id] = keep_origin(t, res if isinstance(res, list) else [res])
                 continue
             new_ins = [mapping[i.id] for i in ins]
             res = layer(new_ins if multi else new_ins[0], **static)
-            mapping[t.id] = res
+            mapping[t.id] = keep_origin(t, res)
         else:
             if t.fn == "getitem":
                 x = mapping[t.args[0].id]
