@@ -22,7 +22,7 @@ _spec.loader.exec_module(run_all)
 
 RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_mappings",
         "attention_mil_classification", "autoencoder", "captcha_ocr", "cct",
-        "classification_with_grn_and_vsn", "deep_neural_decision_forests",
+        "classification_with_grn_and_vsn", "customer_lifetime_value", "deep_neural_decision_forests",
         "event_classification_for_payment_card_fraud_detection", "sklearn_metric_callbacks",
         "collaborative_filtering_movielens", "conditional_gan", "conv_lstm",
         "convmixer", "customizing_saving_and_serialization", "edsr", "dcgan_overriding_train_step", "eanet",
