@@ -1,7 +1,6 @@
 """Layer calls on symbolic tensors, tracing of users' Python (custom layers'
 and subclassed models' ``call``, activation, loss and metric functions), and
 the discovery of the layers a graph uses."""
-
 from __future__ import annotations
 
 import contextlib
@@ -10,7 +9,8 @@ import inspect
 import numpy as np
 
 from . import tree as _tree
-from .call_defaults import eager_training, step_call_training
+from .build_shapes import built_on, first_argument_shapes
+from .call_defaults import eager_training, keep_origin, step_call_training
 from .dtype_policies import eager_dtype, eager_inputs
 from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
@@ -112,8 +112,7 @@ def call_layer(layer, inputs, args: tuple, kwargs: dict):
                                    layer.kind)
     tensors = [t for t in _flatten([inputs, list(args), list(kwargs.values())])
                if isinstance(t, KerasTensor)]
-    if not tensors and _TRACING[0] and not args and not kwargs and not layer._is_custom() \
-            and _is_array(inputs):
+    if not tensors and _TRACING[0] and not args and not kwargs and _is_array(inputs):
         # Keras: a layer called in a traced call on an array (positions =
         # ops.arange(n); self.pos_emb(positions)) takes its first axis for
         # the batch; the array is a constant of the program, the layer's
@@ -203,7 +202,7 @@ def _record_builtin(layer, inputs, args, kwargs, builtin):
     lead = in_list[0].shape[0] if all(_fixed_lead(t) for t in in_list) else None
     if isinstance(out, list):
         node = KerasTensor((), dtype, "layer", node_args, static, where=where)
-        node.builtin = builtin
+        node.builtin, node.in_call = builtin, _TRACING[0] > 0  # (see written_training)
         node.n_outputs = len(out)
         results = [KerasTensor((lead,) + tuple(s), dtype, "item", (node, k), where=where)
                    for k, s in enumerate(out)]
@@ -215,7 +214,7 @@ def _record_builtin(layer, inputs, args, kwargs, builtin):
             _record_first_call(layer, in_list, results)
         return results
     result = KerasTensor((lead,) + tuple(out), dtype, "layer", node_args, static, where=where)
-    result.builtin = builtin
+    result.builtin, result.in_call = builtin, _TRACING[0] > 0  # (see written_training)
     follow_first_axis(result, in_list[0])
     result._keras_mask = _output_mask(layer, in_list, in_mask)
     result.auto_mask_keys = auto_keys
@@ -484,8 +483,8 @@ def _call_custom(layer, inputs, args, kwargs):
         auto = {id(t) for t in _flatten(in_mask)} if auto_mask else set()
         auto |= {id(t) for t in _flatten(list(named.values()))}
         shapes = [t.shape for t in flat if id(t) not in auto]
-        with path_scope(layer):
-            layer.build(shapes[0] if len(shapes) == 1 else shapes)
+        with path_scope(layer), built_on(layer, [t for t in flat if id(t) not in auto]):
+            layer.build(first_argument_shapes(inputs, shapes))
         layer.built = True
     called_training, forced = step_call_training(layer, static.pop("training", None), _TRACING[0])
     try:
@@ -500,7 +499,8 @@ def _call_custom(layer, inputs, args, kwargs):
     node = KerasTensor((), outs[0].dtype, "layer", (layer, tuple(flat), True),
                        dict(static, **forced, _template=_template_of(template)), where=where)
     node.n_outputs = len(outs)
-    node.call_training = called_training  # (a GAN's train_step reads it: tape_steps.py)
+    # (a GAN's train_step reads call_training: tape_steps.py; in_call: written_training)
+    node.call_training, node.in_call = called_training, bool(_TRACING[0] or forced)
     if not layer._in_shape:
         ins = [t.shape[1:] for t in flat]
         outs_ = [o.shape[1:] for o in outs]
@@ -846,11 +846,11 @@ def clone_graph(outputs, inputs, new_inputs) -> list:
                 flat_new = [mapping[i.id] for i in ins]
                 (pos, tkw) = _restructure(template, flat_new)
                 res = layer(*pos, **tkw, **static)
-                mapping[t.id] = res if isinstance(res, list) else [res]
+                mapping[t.id] = keep_origin(t, res if isinstance(res, list) else [res])
                 continue
             new_ins = [mapping[i.id] for i in ins]
             res = layer(new_ins if multi else new_ins[0], **static)
-            mapping[t.id] = res
+            mapping[t.id] = keep_origin(t, res)
         else:
             if t.fn == "getitem":
                 x = mapping[t.args[0].id]

@@ -11,6 +11,7 @@ import re
 import numpy as np
 
 from . import constraints
+from .call_defaults import written_training
 from .clipping import SplitNorms
 from .functional import carried_mask_exprs
 from .program_constants import compile_program
@@ -156,6 +157,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         fresh_count = iter(range(1 << 30))
         writer = None
         entering = [None]  # the input(s) of the layer being written
+        context = [training == "true"]  # the training of the call being written (Keras's)
         # ZeRO-2 with bucket marks: the buckets the layer being written reads
         # (its output is fenced on the bucket ZERO2_IN_FLIGHT before them)
         reads: list = []
@@ -241,8 +243,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             # masks (KerasTensor arguments) as the expressions computing them
             static = {k: (w.expr(v) if isinstance(v, KerasTensor) else v)
                       for k, v in t.kwargs.items()}
-            forced = static.pop("training", None)
-            train = training if forced is None else ("true" if forced else "false")
+            static.pop("training", None)
+            traced = layer._is_custom() and not getattr(t, "builtin", None)  # (super().call)
+            train, held = written_training(self, t, context[-1], traced, training)
             number = next(counter)
             if counters is not None:
                 number = counters.setdefault(t.id, number)
@@ -253,14 +256,15 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 ctx.residual = w.expr(add_fused[t.id][0])
             ctx.input_shapes = [i.shape for i in ins]
             ctx.input_dtypes = [i.dtype for i in ins]  # (a merge of mixed dtypes promotes)
-            traced = layer._is_custom() and not getattr(t, "builtin", None)  # (super().call)
             ctx.input_masks = carried_mask_exprs(ins, w) if traced else None
             ctx.output_masks = getattr(t, "mask_outputs", None)  # (a nested model's)
             outer, reads[:] = reads[:], []
             p = {q.name: param(layer, q.name) for q in layer.params} if not traced else {}
             p.update({k: w.expr(v) for k, v in getattr(t, "param_overrides", {}).items()})
+            context.append(held)  # (the layers its forward writes are inside it)
             out = (getattr(t, "builtin", None) or type(layer)).forward(
                 layer, exprs if multi else exprs[0], p, ctx, **static)
+            context.pop()
             stats.extend(ctx.stats)
             if getattr(layer, "activity_regularizer", None) is not None:
                 if not isinstance(out, str):

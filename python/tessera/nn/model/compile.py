@@ -8,6 +8,7 @@ import numpy as np
 
 from .. import losses as _losses
 from .. import metrics as _metrics
+from ..build_shapes import built_on
 from ..given_batches import GivenBatches
 from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
@@ -245,7 +246,10 @@ class CompileMixin:
             return
         if is_model(self, "Sequential") or not self._functional:
             shapes = [tuple(a.shape[1:]) for a in xs]
-            self.build(shapes if len(shapes) > 1 else shapes[0])
+            # a subclassed model's call sees integer data as int32, as Keras traces it on
+            # the batch (gat_node_classification's `ops.take(outputs, indices)`)
+            with built_on(self, xs):
+                self.build(shapes if len(shapes) > 1 else shapes[0])
 
     def _compiled_for_outputs(self):
         """compile before a subclassed model knew its outputs (it is built by its

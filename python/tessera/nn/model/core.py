@@ -399,7 +399,8 @@ class Model(TrainingMixin, InferenceMixin, CompileMixin, TrackersMixin, DataAxis
         self._init_graph(list(inputs.values()), outputs)
 
     def _input_dtype(self, k: int) -> str:
-        return self.dtype
+        data = self.__dict__.get("_data_dtypes") or []  # (fit's arrays: _ensure_built)
+        return (data[k] if k < len(data) else None) or self.dtype
 
     def _adopt_sublayers(self) -> bool:
         """A model with no call whose train_step trains the sub-models it
