@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from ..optim import Lamb
 
-__all__ = ["SplitNorms"]
+__all__ = ["SplitNorms", "fixed_sum"]
 
 
 def _what(opt):
@@ -142,3 +142,14 @@ class SplitNorms:
         total = f"{name}_split" if not rep else f"({fixed_sum(rep)} + {name}_split)"
         gather = f"define({name}_gather, x, all_gather(x, group={pgroup}))\n"
         return lines + [f"define({name}, sqrt({total}))"], gather
+
+
+def fixed_sum(terms):
+    """The sum of `terms` (expressions) in one fixed order: adjacent pairs,
+    level by level, an odd last term carried up. A block of 2**a terms
+    aligned at a multiple of 2**a is a node of this tree, so localities can
+    add their own aligned blocks first and the result stays the same."""
+    while len(terms) > 1:
+        terms = [f"({terms[i]} + {terms[i + 1]})" if i + 1 < len(terms) else terms[i]
+                 for i in range(0, len(terms), 2)]
+    return terms[0]

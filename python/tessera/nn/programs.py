@@ -12,7 +12,7 @@ import numpy as np
 
 from . import constraints
 from .call_defaults import written_training
-from .clipping import SplitNorms
+from .clipping import SplitNorms, fixed_sum
 from .functional import carried_mask_exprs
 from .program_constants import compile_program
 from .layers import Activation, Add, BatchNormalization, Context
@@ -777,16 +777,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
     # more chunks cost more (smaller kernels, see docs/distributed.md).
     DETERMINISTIC_CHUNKS = 8
 
-    @staticmethod
-    def _fixed_sum(terms):
-        """The sum of `terms` (expressions) in one fixed order: adjacent pairs,
-        level by level, an odd last term carried up. A block of 2**a terms
-        aligned at a multiple of 2**a is a node of this tree, so localities can
-        add their own aligned blocks first and the result stays the same."""
-        while len(terms) > 1:
-            terms = [f"({terms[i]} + {terms[i + 1]})" if i + 1 < len(terms) else terms[i]
-                     for i in range(0, len(terms), 2)]
-        return terms[0]
+    _fixed_sum = staticmethod(fixed_sum)
 
     def _deterministic_program(self, P, S, local, chunks, n_ranks, weighted=False, zero=None):
         """The training step of deterministic mode. This locality computes the
