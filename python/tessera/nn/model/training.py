@@ -29,7 +29,7 @@ from ..random import default_seed, program_seed
 from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
-from ._common import _fmt, _from_py_dataset
+from ._common import PyDataset, _fmt, _from_py_dataset
 
 
 class TrainingMixin:
@@ -117,6 +117,13 @@ class TrainingMixin:
         epochs, steps_per_epoch = capped_epochs(epochs), capped_steps(steps_per_epoch)
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
+        if isinstance(x, PyDataset) and not self._inputs:
+            # A PyDataset of images alone for a model built by its first batch (a compute_loss
+            # override reading no labels: masked_image_modeling): built first, so that its
+            # batches get placeholder labels as arrays given alone do (Keras gives y=None)
+            first = x[0]
+            if not isinstance(first, (tuple, list, dict)):
+                self._ensure_built([np.asarray(first)])
         x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None,
                              self._batch_form("fit"))
         if validation_data is not None:
