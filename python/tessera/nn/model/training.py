@@ -121,8 +121,14 @@ class TrainingMixin:
             # A PyDataset of images alone for a model built by its first batch (a compute_loss
             # override reading no labels: masked_image_modeling): built first, so that its
             # batches get placeholder labels as arrays given alone do (Keras gives y=None)
+            # (and one of a tuple of inputs: nerf's ((rays, t values), images))
             first = x[0]
-            if not isinstance(first, (tuple, list, dict)):
+            first = tuple(first) if isinstance(first, list) else first  # (Keras: a tuple)
+            inputs = first[0] if isinstance(first, tuple) else first
+            if isinstance(inputs, (tuple, list)) and inputs and \
+                    all(isinstance(a, np.ndarray) for a in inputs):
+                self._ensure_built([np.asarray(a) for a in inputs])
+            elif not isinstance(first, (tuple, dict)):
                 self._ensure_built([np.asarray(first)])
         x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None,
                              self._batch_form("fit"))
