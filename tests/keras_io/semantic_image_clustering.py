@@ -14,9 +14,9 @@
 # loss tracker left to fit's; `ops.matmul` of a transpose for `tf.linalg.matmul(...,
 # transpose_b=True)`, `ops.take` for `tf.gather`; a small residual convnet with average pooling
 # for `keras.applications.ResNet50V2(include_top=False, weights=None, pooling="avg")`; no tqdm.
-# 512 generated 32x32 images of 10 classes (a tint and a bar at the class's height) in place of
+# 384 generated 32x32 images of 10 classes (a tint and a bar at the class's height) in place of
 # CIFAR-10's 60,000; representation 64 (512), projection 32 (128), 10 clusters (20), batches of
-# 64 (512), decay steps 30 (500), 4 + 3 epochs (50 + 50).
+# 64 (512), decay steps 30 (500), 4 + 2 epochs (50 + 50).
 from collections import defaultdict
 
 import numpy as np
@@ -40,7 +40,7 @@ def make(n):
 
 num_classes = 10
 input_shape = (32, 32, 3)
-(x_train, y_train), (x_test, y_test) = make(416), make(96)
+(x_train, y_train), (x_test, y_test) = make(320), make(64)
 
 x_data = np.concatenate([x_train, x_test])
 y_data = np.concatenate([y_train, y_test])
@@ -315,7 +315,7 @@ clustering_learner.compile(
 )
 # One label array per output: Keras 3.15 refuses the example's single `y=labels` for the two
 # outputs ("y_true and y_pred have different structures"), as tessera does.
-clustering_learner.fit(x=inputs, y=[labels, labels], batch_size=64, epochs=3)
+clustering_learner.fit(x=inputs, y=[labels, labels], batch_size=64, epochs=2)
 
 plt.plot(history.history["loss"])
 plt.ylabel("loss")
