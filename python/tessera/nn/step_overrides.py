@@ -125,8 +125,11 @@ def compiled_loss_tensor(model, y, y_pred, sample_weight):
     hs = _flat(y_pred, "y_pred", where)
     n = len(model._outputs)
     if len(hs) != n:
+        # (the first outputs, or values of their shapes computed from the outputs:
+        # masked_image_modeling's reconstruction of the masked patches against the patches)
         if not (model._labels_of_first_outputs(len(hs)) and
-                all(h is t for h, t in zip(hs, model._outputs))):
+                all(h is t or tuple(h.shape[1:]) == tuple(t.shape[1:])
+                    for h, t in zip(hs, model._outputs))):
             raise ValueError(f"[compute_loss] y_pred has {len(hs)} values for a model of {n} "
                              f"outputs (at {where}); fewer are taken when compile was given "
                              "one loss and they are the model's first outputs, as called")
@@ -362,10 +365,11 @@ class _CompileMetricsProxy:
     def update_state(self, y_true, y_pred, sample_weight=None):
         per = self.real._per_output
         model = self.trace.model
-        if len(per) > 1 and isinstance(y_pred, KerasTensor) and \
-                y_pred is model._outputs[0] and model._labels_of_first_outputs(1):
+        if len(per) > 1 and isinstance(y_pred, KerasTensor) and model._labels_of_first_outputs(1) \
+                and tuple(y_pred.shape[1:]) == tuple(model._outputs[0].shape[1:]):
             # super().compute_metrics(x, y, logits): Keras builds its CompileMetrics on the
-            # one output it is given (unprefixed names)
+            # one value it is given (unprefixed names): the first output, or a value of its
+            # shape computed from the outputs (masked_image_modeling's masked patches)
             self.first_only, per = True, per[:1]
         ys = [y_true] if len(per) == 1 else list(y_true)
         ps = [y_pred] if len(per) == 1 else list(y_pred)

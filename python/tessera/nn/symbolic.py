@@ -446,6 +446,65 @@ def _deferred_reshape(name, args, where):
     return KerasTensor(tuple(shape), dtype, "prim", args, {}, where=where, fn=name)
 
 
+def _fixed_batch_retry(name, args, kwargs, where):
+    """An operation joining tensors of an unknown batch with values of a fixed one (nerf's
+    rendering: `ops.concatenate` of deltas from the batch's Inputs and an
+    `ops.broadcast_to([1e10], (BATCH_SIZE, H, W, 1))`): the stand-in batches cannot take it,
+    but Keras's symbolic shapes read the unknown axis as the fixed size, and so does this: the
+    unknown-batch stand-ins are taken at that size, the result has it; the program checks
+    the sizes when it runs (concatenate's result keeps the batch unknown, as Keras's). None
+    when there is no one fixed size to read."""
+    leaves = []
+
+    def walk(v):
+        if isinstance(v, (list, tuple)):
+            for u in v:
+                walk(u)
+        elif isinstance(v, dict):
+            for u in v.values():
+                walk(u)
+        else:
+            leaves.append(v)
+
+    walk(list(args) + list(kwargs.values()))
+    unknown = [a for a in leaves if isinstance(a, KerasTensor) and a.shape and a.shape[0] is None]
+    if name == "getitem" or not unknown:
+        return None
+    ranks = {a.ndim for a in unknown}
+    fixed = {a.shape[0] for a in leaves if isinstance(a, KerasTensor) and a.shape and
+             a.shape[0] is not None and a.ndim in ranks}
+    fixed |= {a.shape[0] for a in leaves if isinstance(a, np.ndarray) and a.ndim in ranks}
+    fixed.discard(1)  # (broadcasts against any batch)
+    if len(fixed) != 1:
+        return None
+    size = fixed.pop()
+
+    def at(v, k):
+        if isinstance(v, KerasTensor) and v.shape and v.shape[0] is None:
+            d = np.asarray(v._dummies[k])
+            return np.broadcast_to(d[:1], (size,) + d.shape[1:])
+        if isinstance(v, (list, tuple)):
+            return type(v)(at(u, k) for u in v)
+        if isinstance(v, dict):
+            return {key: at(u, k) for key, u in v.items()}
+        return _concrete(v, k)
+
+    try:
+        values = []
+        for k in range(len(_DUMMY_BATCH)):
+            ckw = {key: at(v, k) for key, v in kwargs.items()}
+            if "dtype" in ckw and ckw["dtype"] is not None and not isinstance(ckw["dtype"], str):
+                ckw["dtype"] = _dtype_name(ckw["dtype"])
+            values.append(_core.call_primitive(name, [at(a, k) for a in args], ckw))
+    except Exception:  # noqa: BLE001 - the stand-ins' own error is reported
+        return None
+    if name == "concatenate":  # Keras's concatenate keeps an unknown axis unknown
+        a = np.asarray(values[0])
+        return KerasTensor((None,) + a.shape[1:], str(a.dtype), "prim", args, kwargs,
+                           where=where, fn=name)
+    return _result_tensor(name, args, kwargs, values, where)
+
+
 def _record(name: str, args, kwargs):
     """Records the primitive `name` applied to args/kwargs (some symbolic)."""
     where = user_location()
@@ -459,6 +518,8 @@ def _record(name: str, args, kwargs):
     except Exception as e:  # noqa: BLE001 - re-raised with the user's location
         shapes = [a.shape for a in args if isinstance(a, KerasTensor)]
         deferred = _deferred_reshape(name, args, where)
+        if deferred is None:
+            deferred = _fixed_batch_retry(name, args, kwargs, where)
         if deferred is not None:
             return deferred
         raise type(e)(f"{e} (symbolic operation {name} on shapes {shapes} at {where})") from None

@@ -145,10 +145,17 @@ class Concatenate(_Merge):
     def _merged_shape(self, shapes):
         rank = len(shapes[0]) + 1
         axis = self.axis + rank if self.axis < 0 else self.axis
-        if not 1 <= axis < rank or any(len(s) + 1 != rank for s in shapes):
+        if not 0 <= axis < rank or any(len(s) + 1 != rank for s in shapes):
             raise ValueError(f"[Concatenate] axis {self.axis} does not fit the inputs' shapes "
-                             f"{[(None,) + s for s in shapes]} (the batch axis 0 cannot be "
-                             "joined; all inputs need the same rank)")
+                             f"{[(None,) + s for s in shapes]} (all inputs need the same rank)")
+        if axis == 0:
+            # Along the batch axis (SCAN's two augmented views of one batch, as Keras allows):
+            # the samples keep their shape, the batch grows.
+            if any(s != shapes[0] for s in shapes):
+                raise ValueError(f"[Concatenate] the inputs' shapes {[(None,) + s for s in shapes]}"
+                                 " differ on axes other than the batch axis 0")
+            self._axis = 0
+            return tuple(shapes[0])
         for s in shapes:
             if [d for i, d in enumerate(s) if i != axis - 1] != \
                     [d for i, d in enumerate(shapes[0]) if i != axis - 1]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from ..call_defaults import signature_training
 from ..functional import path_scope
 from ..layers import Layer
 from ..layers.base import _auto_name
@@ -128,8 +129,14 @@ class Sequential(Model):
         # Called on arrays, a stack holding a layer that runs only eagerly (RandomCrop, the
         # lookups, ...) runs layer by layer, as Keras runs any Sequential on tensors
         # (convmixer's data_augmentation(images)); training= reaches each layer
-        if args and not _symbolic(args[0]) and set(kwargs) <= {"training"} and \
-                any(_eager_only(layer) for layer in self._stack):
+        # Given no training, Keras's layers take their own call's default: the random image
+        # layers augment (training=True) while Dropout and BatchNormalization infer, which
+        # a call as one program in one mode cannot do (masked_image_modeling's
+        # augmentation_model(images), semantic_image_clustering's preview)
+        if args and not _symbolic(args[0]) and set(kwargs) <= {"training"} and (
+                any(_eager_only(layer) for layer in self._stack) or (
+                    kwargs.get("training") is None and
+                    any(_augments_by_default(layer) for layer in self._stack))):
             x = args[0]
             for layer in self._stack:
                 x = layer(x, **kwargs) if kwargs.get("training") is not None else layer(x)
@@ -171,6 +178,14 @@ class Sequential(Model):
         if self.__dict__.get("_top_layers") is not None:
             self._top_layers = [l for l in self._top_layers if l is not self]
         return self
+
+
+def _augments_by_default(layer) -> bool:
+    """A layer whose call runs in training mode when given no training (Keras's random
+    image layers), or a Sequential holding one."""
+    if isinstance(layer, Sequential):
+        return any(_augments_by_default(inner) for inner in layer._stack)
+    return signature_training(layer.call) is True
 
 
 def _eager_only(layer) -> bool:

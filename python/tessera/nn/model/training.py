@@ -29,7 +29,7 @@ from ..random import default_seed, program_seed
 from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
-from ._common import _fmt, _from_py_dataset
+from ._common import PyDataset, _fmt, _from_py_dataset
 
 
 class TrainingMixin:
@@ -118,6 +118,19 @@ class TrainingMixin:
         if not isinstance(validation_split, (int, float)) or not 0 <= validation_split < 1:
             raise ValueError(f"[fit] validation_split must be in [0, 1), got {validation_split!r}")
         self._build_from_first_batch(x, "fit")
+        if isinstance(x, PyDataset) and not self._inputs:
+            # A PyDataset of images alone for a model built by its first batch (a compute_loss
+            # override reading no labels: masked_image_modeling): built first, so that its
+            # batches get placeholder labels as arrays given alone do (Keras gives y=None)
+            # (and one of a tuple of inputs: nerf's ((rays, t values), images))
+            first = x[0]
+            first = tuple(first) if isinstance(first, list) else first  # (Keras: a tuple)
+            inputs = first[0] if isinstance(first, tuple) else first
+            if isinstance(inputs, (tuple, list)) and inputs and \
+                    all(isinstance(a, np.ndarray) for a in inputs):
+                self._ensure_built([np.asarray(a) for a in inputs])
+            elif not isinstance(first, (tuple, dict)):
+                self._ensure_built([np.asarray(first)])
         x = _from_py_dataset(x, "fit", steps_per_epoch, seed if shuffle else None,
                              self._batch_form("fit"))
         if validation_data is not None:

@@ -665,7 +665,11 @@ def space_to_depth(x, block_size, data_format="channels_last"):
 @_export
 def psnr(x1, x2, max_val):
     a, b = floating(x1), floating(x2)
-    if shape_of(a) != shape_of(b):
+    sa, sb = shape_of(a), shape_of(b)
+    # (an axis unknown while a model is built, the batch, matches any size: nerf's labels of
+    # the PyDataset's batch against the rendering's fixed batch)
+    if len(sa) != len(sb) or any(p is not None and q is not None and p != q
+                                 for p, q in zip(sa, sb)):
         raise ValueError(f"[ops.psnr] x1 and x2 must have the same shape, got {shape_of(a)} and "
                          f"{shape_of(b)} (at {user_location()})")
     mse = knp.mean(knp.square(knp.subtract(a, b)))
