@@ -144,6 +144,69 @@ def tuple_rows(t):
     return s
 
 
+def prefix_sums(t):
+    # Reads of the row just written (t[i][j - 1]) and of the row before, in place.
+    for i in range(1, len(t)):
+        for j in range(1, len(t[i])):
+            t[i][j] = t[i][j - 1] + t[i - 1][j] - t[i - 1][j - 1] + t[i][j]
+        t[i][-1] = t[i][-1] % 1000
+    return t[-1][-1]
+
+
+def row_replaced(t, n):
+    # A row read in place, then replaced by a number (t[1] = 7.5), then
+    # t[1][j] read again: not the row kept, but the interpreter's TypeError.
+    s = 0
+    for i in range(n):
+        for j in range(3):
+            if i < n - 1:
+                s += t[1][j]
+            else:
+                s += t[1][j]
+            t[0][j] = s
+        if i == n - 2:
+            t[1] = 7.5
+    return s
+
+
+def row_replaced_late(t, n):
+    # The same without the error: the replaced row is not read again.
+    s = 0
+    for i in range(n):
+        for j in range(3):
+            if i < n - 1:
+                s += t[1][j]
+            t[0][j] = s
+        if i == n - 2:
+            t[1] = 7.5
+    return s, t[1]
+
+
+def floats_into_ints(t, n):
+    # Floats written into a table of ints (no longer written in place: the
+    # item's kind changes), then read back as the ints compiled for: a bail.
+    s = 0
+    for i in range(n):
+        for j in range(len(t[0])):
+            t[i % 2][j] = t[i % 2][j] + 1
+            if i == n - 4 and j == 1:
+                t[0][1] = t[0][1] * 0.5
+            s += t[0][1]
+    return s
+
+
+def read_only_lists(weights, values, n):
+    # Lists the loop only reads (weights[i - 1]: read once per index in a call).
+    s = 0
+    for i in range(1, n):
+        for w in range(len(weights)):
+            if weights[i - 1] <= w:
+                s += values[i - 1] + weights[-1]
+            else:
+                s -= values[w]
+    return s
+
+
 def _table(m, n, f=lambda i, j: (i * 7 + j * 3) % 11):
     return [[f(i, j) for j in range(n)] for i in range(m)]
 
@@ -162,7 +225,11 @@ CASES = [(levenshtein, ("kitten", "sitting")),
          (char_past_the_end, ("abc", 4)),
          (fails_late, (_table(3, 4), 200)),
          (bails_late, (_table(3, 4), 3000)),
-         (tuple_rows, ([(1, 2), (3, 4)],))]
+         (tuple_rows, ([(1, 2), (3, 4)],)),
+         (prefix_sums, (_table(7, 9),)),
+         (row_replaced_late, (_table(2, 3), 40)),
+         (floats_into_ints, (_table(2, 3), 300)),
+         (read_only_lists, ([3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8, 1, 8], 8))]
 
 
 @pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
@@ -189,6 +256,19 @@ def test_index_error_names_its_line(f, args, line):
     assert f"test_native_list_tables.py:{f.__code__.co_firstlineno + line}" in str(e.value)
 
 
+def test_a_replaced_row_is_not_read_from_where_it_was():
+    # Python raises TypeError there; the general evaluation's IndexError names
+    # the line: on every path the error of the row replaced, not its old items.
+    for env in ({}, {"TESSERA_NATIVE": "0"}):
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in env.items():
+                mp.setenv(k, v)
+            with pytest.raises((TypeError, IndexError)) as e:
+                tessera.jit(row_replaced)(_table(2, 3), 40)
+        assert f"test_native_list_tables.py:{row_replaced.__code__.co_firstlineno + 9}" in str(
+            e.value)
+
+
 def test_rollback_late_in_a_loop_keeps_the_callers_lists():
     t = _table(3, 4)
     before = copy.deepcopy(t)
@@ -208,7 +288,8 @@ def test_native_interpreter_and_general_print_the_same():
     # The loops compiled to native code; the only loops refused are the
     # comprehensions building the tables (a list of lists made: the interpreter's).
     for f in (levenshtein, knapsack, add_in_place, floats_and_bools, flat_writes, mixed_item,
-              count_chars, fails_late, bails_late):
+              count_chars, fails_late, bails_late, prefix_sums, row_replaced_late, floats_into_ints,
+              read_only_lists):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
         comp = f.__code__.co_firstlineno + 2 if f in (levenshtein, knapsack) else -1
         refused = [ln for ln in loop_log_lines(log, f, "no native code") if f":{comp}:" not in ln]
@@ -217,7 +298,7 @@ def test_native_interpreter_and_general_print_the_same():
 
 # Calls whose native code runs to the end (no bail): the node counters the
 # native code keeps must be the interpreter's.
-COUNTED = [CASES[k] for k in (0, 1, 2, 3, 4, 5, 9)]
+COUNTED = [CASES[k] for k in (0, 1, 2, 3, 4, 5, 9, 15, 18)]
 
 _COUNTERS = """
 import copy, sys, tessera
