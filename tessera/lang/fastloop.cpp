@@ -2205,6 +2205,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     }
     try {
       st.regs[r] = Impl::to_reg(v, st);
+      if (v.is_list() && !v.is_tuple()) st.frame_lists.push_back(v.list_ptr().get());
     } catch (const Bail&) {
       st.regs[r].k = Reg::Undef;  // lists, strings, ...: only if the loop never reads it
     }

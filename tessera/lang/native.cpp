@@ -1214,41 +1214,71 @@ struct Gen {
       llvm::Value* i = int_index(n.kids[2]);
       llvm::Value* j = int_index(inner.kids[2]);
       auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i64, i64, i8p}, false);
+      auto call_set = [&](int64_t ask) {
+        return b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_set), ft),
+                            {cptr, b.CreateBitCast(held, i8p),
+                             b.getInt64(static_cast<int64_t>(regs.size())),
+                             b.getInt64(r | ask), x.v, i, j, v});
+      };
       auto set = [&] {
-        ok = b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_set), ft),
-                          {cptr, b.CreateBitCast(held, i8p),
-                           b.getInt64(static_cast<int64_t>(regs.size())), b.getInt64(r), x.v, i,
-                           j, v});
+        ok = call_set(0);
         bail_if(b.CreateICmpNE(ok, b.getInt32(0)));
       };
       const int want = in_place_kind(r, written_kind);
       if (want >= 0) {
-        // A row the last write through the helper made its own (and logged):
+        // A row the last write through the helper made its own (copied and
+        // logged: 0), or one it says may be written in place (2: seen by
+        // nothing but this list, its old bytes then logged at each write):
         // the next items of its kind written in place; any other write
         // through the helper, which makes that row its own and moves no
         // other row, then keeps it for the next ones.
         RowSite site = row_site(r);
+        llvm::Value* logs;
+        {
+          llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+          logs = e.CreateAlloca(i1);
+          e.CreateStore(e.getTrue(), logs);
+        }
         llvm::Value* genp = row_gen_of(r);
         llvm::Value* gen = b.CreateLoad(i64, genp);
         llvm::BasicBlock* look = llvm::BasicBlock::Create(ctx, "roww_look", fn);
         llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "roww_fast", fn);
+        llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "roww_log", fn);
+        llvm::BasicBlock* store = llvm::BasicBlock::Create(ctx, "roww_store", fn);
         llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "roww_slow", fn);
         llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "roww_join", fn);
         b.CreateCondBr(site_hit(site, i, gen), look, slow);
         b.SetInsertPoint(look);
         llvm::Value* item = site_item(site, j, want);
+        llvm::BasicBlock* looked = b.GetInsertBlock();
         b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
-        b.SetInsertPoint(fast);
-        llvm::Value* bits = value.k == Reg::PyFloat ? b.CreateBitCast(value.v, i64) : value.v;
-        b.CreateStore(bits,
-                      b.CreateBitCast(b.CreateConstInBoundsGEP1_64(i8, item, layout().payload_at),
-                                      i64->getPointerTo()));
-        b.CreateBr(join);
         b.SetInsertPoint(slow);
-        set();
+        llvm::Value* rc = call_set(kNativeInPlaceAsk);
+        bail_if(b.CreateICmpEQ(rc, b.getInt32(1)));
         llvm::Value* next = b.CreateAdd(b.CreateLoad(i64, genp), b.getInt64(1));
         b.CreateStore(next, genp);
         fill_site(site, x.v, i, next);
+        llvm::Value* in_place = b.CreateICmpEQ(rc, b.getInt32(2));
+        b.CreateStore(in_place, logs);
+        llvm::BasicBlock* now = llvm::BasicBlock::Create(ctx, "roww_now", fn);
+        b.CreateCondBr(in_place, now, join);
+        b.SetInsertPoint(now);
+        llvm::Value* item2 = site_item(site, j, want);
+        bail_if(b.CreateIsNull(item2));  // the helper saw it of that kind
+        llvm::BasicBlock* now_at = b.GetInsertBlock();
+        b.CreateBr(fast);
+        b.SetInsertPoint(fast);
+        llvm::PHINode* at = b.CreatePHI(i8p, 2);
+        at->addIncoming(item, looked);
+        at->addIncoming(item2, now_at);
+        llvm::Value* p = b.CreateConstInBoundsGEP1_64(i8, at, layout().payload_at);
+        b.CreateCondBr(b.CreateLoad(i1, logs), log, store);
+        b.SetInsertPoint(log);
+        log_write(p, i64, 8);
+        b.CreateBr(store);
+        b.SetInsertPoint(store);
+        llvm::Value* bits = value.k == Reg::PyFloat ? b.CreateBitCast(value.v, i64) : value.v;
+        b.CreateStore(bits, b.CreateBitCast(p, i64->getPointerTo()));
         b.CreateBr(join);
         b.SetInsertPoint(join);
       } else {

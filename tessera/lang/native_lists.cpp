@@ -1,6 +1,7 @@
 // Lists of lists and string characters in native loops (native_lists.hpp).
 #include "tessera/lang/native_lists.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -47,6 +48,27 @@ bool nlists_aliased(const int32_t* held, int64_t nheld, int64_t r, int64_t obj) 
   for (int64_t k = 0; k < nheld; ++k)
     if (k != r && held[k] == obj) return true;
   return false;
+}
+
+// Whether t[i][j] = item may be done in place (native_list2_set's ask).
+bool nlists_in_place(const FastLoop::Impl::State& st, int64_t obj, int64_t i, int64_t j,
+                     const Reg& item) {
+  const Value& t = st.objects[static_cast<size_t>(obj)];
+  if (!t.is_list() || t.is_tuple()) return false;
+  const auto& outer = t.list_ptr();
+  // Held here, and perhaps by the variable's own slot (no one else).
+  const long others = outer.use_count() - 1;
+  if (others > 1 || (others == 1 && std::find(st.frame_lists.begin(), st.frame_lists.end(),
+                                              outer.get()) == st.frame_lists.end()))
+    return false;
+  const List& rows = *outer;
+  if (!nlists_index(i, static_cast<int64_t>(rows.size()))) return false;
+  const Value& row = rows[static_cast<size_t>(i)];
+  if (!row.is_list() || row.is_tuple() || row.list_ptr().use_count() != 1) return false;
+  const List& items = row.as_list();
+  if (!nlists_index(j, static_cast<int64_t>(items.size()))) return false;
+  const Value& old = items[static_cast<size_t>(j)];
+  return (item.k == Reg::PyInt && old.is_int()) || (item.k == Reg::PyFloat && old.is_float());
 }
 
 // The bytes of `v` placed in storage filled with `fill` first (what padding
@@ -145,9 +167,12 @@ extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t n
                                     int64_t obj, int64_t i, int64_t j, const Reg* item) {
   if (c->state == nullptr) return 1;
   FastLoop::Impl::State& st = *c->state;
+  const bool ask = (r & kNativeInPlaceAsk) != 0;
+  r &= ~kNativeInPlaceAsk;
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
       nlists_aliased(held, nheld, r, obj))
     return 1;
+  if (ask && nlists_in_place(st, obj, i, j, *item)) return 2;
   // A DP row is written left to right: the row the last write made its own
   // (in this call, so since the checkpoint; native code makes no tuples, so
   // it is still a list) takes the next write without the log's checks.

@@ -41,6 +41,14 @@ const NativeValueLayout& native_value_layout();
 // checkpoint, a row shared with it (or with anything else) copied before it
 // changes. 0 when done; 1 when left to the interpreter (another register
 // holds the same list, no list of lists, an index out of range).
+//
+// With kNativeInPlaceAsk set in `r`, it writes nothing and gives 2 when the
+// row may be written in place by the code, its old bytes logged as an
+// array element's (the call's log undoes them before the interpreter's
+// roll-back): the list of lists seen by nothing but its register (and the
+// frame slot the loop writes it back to), the row by nothing but that list,
+// item j of the kind written.
+constexpr int64_t kNativeInPlaceAsk = int64_t{1} << 40;
 extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
                                     int64_t obj, int64_t i, int64_t j, const Reg* item);
 // xs[i] = item on the flat list at `obj`, held by register `r`: the
