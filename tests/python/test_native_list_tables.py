@@ -8,10 +8,12 @@ with native code, the register interpreter and the general evaluation, at 1 and
 
 import copy
 
+import numpy as np
 import pytest
 from jit_check import cases_script, loop_log_lines, run_on_every_path, run_script, same_as_python
 
 import tessera
+from tessera._list_args import write_back
 
 
 def levenshtein(s1, s2):
@@ -441,3 +443,55 @@ print(tessera.jit(t.made_then_bails)(3000, 5) == t.made_then_bails(3000, 5))
 """, TESSERA_FAST_LOOPS="debug", TESSERA_CACHE_DIR="0")
     assert out.strip() == "True"
     assert loop_log_lines(log, made_then_bails, "native code returned 4"), log
+
+
+def grow_and_write(t, n):
+    # Rows of numbers rewritten, two rows grown in place; the last row
+    # (a list in it) left alone.
+    for i in range(len(t) - 1):
+        for j in range(len(t[i])):
+            t[i][j] = t[i][j] * n + 0.5 * (i == 1)
+    t[0].append(n)
+    t[2] += [n, n]
+    return len(t)
+
+
+def test_written_back_rows_keep_their_identity():
+    # The caller's rows are the same list objects after the call, changed in
+    # place as Python changes them; an inner list of a row too.
+    inner = [7, 8]
+    t = [[1, 2, 3], [4, 5, 6], [7, 8, 9, 10], [1, inner, 2]]
+    rows = list(t)
+    theirs = copy.deepcopy(t)
+    their_rows = list(theirs)
+    expected = grow_and_write(theirs, 3)
+    got = tessera.jit(grow_and_write)(t, 3)
+    assert got == expected and t == theirs
+    assert [a is b for a, b in zip(t, rows)] == [a is b for a, b in zip(theirs, their_rows)]
+    assert all(a is b for a, b in zip(t, rows)) and t[3][1] is inner
+
+
+@pytest.mark.parametrize("target, value", [
+    ([[1, 2], [3, 4]], [[5, 6.5], [7, 8]]),                 # rows of numbers: slice assignment
+    ([[1, 2], [3, 4]], [[5], [6, 7, 8], [9]]),               # lengths change, a row added
+    ([[1, [2, 3]], [4, 5]], [[6, [7]], [8, 9]]),             # a list in a row: kept, updated
+    ([[1, (2, [3])], [4]], [[5, (6, [7])], [8]]),            # a tuple holding a list
+    ([[1, 2], [True, None]], [[1.0, "a"], [False, 2]]),      # items of other kinds replaced
+    ([[np.zeros(2), 1]], [[np.ones(2), 2]]),                 # an array: replaced
+])
+def test_write_back_is_an_update_in_place(target, value):
+    # write_back leaves the caller's lists equal to the program's values, each
+    # list (and the lists inside) the same object as before.
+    def lists(x, out):
+        if isinstance(x, (list, tuple)):
+            if isinstance(x, list):
+                out.append(x)
+            for y in x:
+                lists(y, out)
+        return out
+    before = lists(target, [])
+    write_back(target, value)
+    assert repr(target) == repr(value)
+    after = lists(target, [])
+    assert all(any(a is b for b in after) for a in before[:len(after)] if a is not target)
+    assert target[0] is before[1]
