@@ -132,6 +132,8 @@ void Frame::set_appended(size_t slot, Value list, const Value& item) {
   store(slot, std::move(list));
 }
 
+void Frame::set_numbers_written(size_t slot, Value list) { store(slot, std::move(list)); }
+
 void Frame::set(size_t slot, Value v) { store(slot, prepare(std::move(v))); }
 
 void Frame::store(size_t slot, Value v) {

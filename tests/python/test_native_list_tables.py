@@ -232,6 +232,22 @@ def made_then_fails(n, m):
     return t, s
 
 
+def closures_in_a_table(n):
+    # A table holding a closure, numbers written into it by native code (its
+    # write-back skips the scan for closures: the slot's value had them
+    # already), then the closure called.
+    k = 3
+
+    def add(x):
+        return x + k
+
+    t = [[0, 0, add], [1, 1, add]]
+    for i in range(n):
+        for j in range(2):
+            t[i % 2][j] = t[i % 2][j] + j
+    return t[0][1] + t[1][1] + t[0][2](10)
+
+
 # Lists held twice in the function: lists are values in a jit function
 # (docs/python.md, "Lists are values"), so `u = t` then writes into t leave u
 # as it was; native code writing rows in place must not change what another
@@ -309,7 +325,8 @@ CASES = [(levenshtein, ("kitten", "sitting")),
          (floats_into_ints, (_table(2, 3), 300)),
          (read_only_lists, ([3, 1, 4, 1, 5, 9, 2, 6], [2, 7, 1, 8, 2, 8, 1, 8], 8)),
          (made_then_bails, (3000, 5)),
-         (made_then_fails, (3000, 5))]
+         (made_then_fails, (3000, 5)),
+         (closures_in_a_table, (50,))]
 
 
 @pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
@@ -369,7 +386,7 @@ def test_native_interpreter_and_general_print_the_same():
     # comprehensions building the tables (a list of lists made: the interpreter's).
     for f in (levenshtein, knapsack, add_in_place, floats_and_bools, flat_writes, mixed_item,
               count_chars, fails_late, bails_late, prefix_sums, row_replaced_late, floats_into_ints,
-              read_only_lists, made_then_bails, made_then_fails):
+              read_only_lists, made_then_bails, made_then_fails, closures_in_a_table):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
         comp = (f.__code__.co_firstlineno + 2 if f in (levenshtein, knapsack) else
                 f.__code__.co_firstlineno + 4 if f is made_then_bails else
