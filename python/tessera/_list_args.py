@@ -138,12 +138,28 @@ def list_changed_params(fdef, helper_changes=None) -> tuple:
     return tuple(i for i in written if i < len(names))
 
 
+# Items whose identity write_back keeps (updated in place, or kept when the
+# program wrote into them): anything else is replaced by the program's value.
+_KEPT_ITEMS = (list, dict, tuple, np.ndarray)
+
+
+def _flat(items) -> bool:
+    """Whether none of ``items`` is a container or an array (their types looked
+    at once each, in C: a table's row of numbers costs one pass)."""
+    return not any(issubclass(t, _KEPT_ITEMS) for t in set(map(type, items)))
+
+
 def write_back(target, value) -> None:
     """Updates the caller's ``target`` (a list, a tuple holding lists, a dict)
     in place to the program's final ``value`` of it: element by element, so
     that inner lists keep their identity; arrays the program wrote into are the
-    caller's own already (an element rebound to another array is replaced)."""
+    caller's own already (an element rebound to another array is replaced). A
+    list of numbers (a table's row) and its new value of numbers: one slice
+    assignment, the list itself kept."""
     if isinstance(target, list) and isinstance(value, (list, tuple)):
+        if _flat(target) and _flat(value):
+            target[:] = value
+            return
         common = min(len(target), len(value))
         for i in range(common):
             new = _updated(target[i], value[i])

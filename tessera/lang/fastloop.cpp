@@ -2004,7 +2004,13 @@ void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
   }
   for (size_t r = 0; r < vars.size(); ++r) {
     if (!st.assigned[r] || vars[r].depth < 0) continue;
-    frame->up(vars[r].depth)->set(vars[r].slot, to_value(st.regs[r], st));
+    const Reg& x = st.regs[r];
+    if (st.numbers_written_only && x.k == Reg::Obj && r < st.loaded_objects.size() &&
+        st.loaded_objects[r] == x.a && st.objects[static_cast<size_t>(x.a)].is_list()) {
+      frame->up(vars[r].depth)->set_numbers_written(vars[r].slot, to_value(x, st));
+      continue;
+    }
+    frame->up(vars[r].depth)->set(vars[r].slot, to_value(x, st));
   }
   for (const TupleVar& t : frame_tuples) {
     if (!st.assigned[t.items[0]]) continue;  // the items are assigned together
@@ -2205,6 +2211,11 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     }
     try {
       st.regs[r] = Impl::to_reg(v, st);
+      if (v.is_list() && !v.is_tuple()) {
+        st.frame_lists.push_back(v.list_ptr().get());
+        st.loaded_objects.resize(n, -1);
+        st.loaded_objects[r] = st.regs[r].a;
+      }
     } catch (const Bail&) {
       st.regs[r].k = Reg::Undef;  // lists, strings, ...: only if the loop never reads it
     }
@@ -2286,6 +2297,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         native = false;
       } else if (parallel_tries > 0) {
         --parallel_tries;
+        st.numbers_written_only = false;
         const Impl::Parallel how = im.run_parallel(*code, st, last);
         if (how == Impl::Parallel::done) {
           im.write_back(frame, st);
@@ -2347,6 +2359,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     }
     ++since;
     ++turns;
+    st.numbers_written_only = false;  // the interpreter's turns write any value
     try {
       if (!truth(im.eval(im.cond, st), st)) {
         im.write_back(frame, st);

@@ -291,6 +291,16 @@ struct FastLoop::Impl {
     uint32_t epoch = 1;  // the checkpoint's number
     std::vector<Value> objects;
     std::vector<int32_t> free_objects;  // released slots of `objects` (sweep)
+    // The lists the loop's variables held when it began: each is also in
+    // its variable's frame slot, which nothing reads until the loop writes
+    // the variable back (native_lists.cpp writes their rows in place).
+    std::vector<const void*> frame_lists;
+    // Per register, the object it held when the loop began (-1: none), and
+    // whether only native code has run the loop's turns (its helpers write
+    // numbers into lists, nothing else): a register that still holds its
+    // object then gives it back to its slot with no scan for closures.
+    std::vector<int32_t> loaded_objects;
+    bool numbers_written_only = true;
     // Changes to lists and dicts held in `objects` since the checkpoint,
     // undone newest first by a roll-back: a list's length before its first
     // append or a dict's before its first write (`index`; the items added

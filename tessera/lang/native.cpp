@@ -472,6 +472,14 @@ struct Gen {
   // with the same items, for the whole call (a write through another
   // register holding it bails: `held`), so xs[i] reads of it are memoised.
   std::vector<bool> list_fixed;
+  // Per register, true when it appears only as t in t[i][j], t[i][j] = v,
+  // len(t) and len(t[i]): no other register comes to hold its list in the
+  // call, so rows it made its own stay so (t[i][j] read and written in place,
+  // NativeValueLayout). `row_gen`: per such register, an i64 alloca counting
+  // the writes through native_list2_set, each of which may move a row (the
+  // row addresses kept by the sites are good while it is unchanged).
+  std::vector<bool> table_plain;
+  std::map<int, llvm::Value*> row_gen;
   // `for x in xs`'s `_it = iterate(xs)` where `_it` is read only by that
   // loop (and its len() before it) and the loop does not assign xs: `_it`
   // holds xs's own list (no new object), and is left out of `held`, so that
@@ -1040,6 +1048,96 @@ struct Gen {
     put_reg(item, 0, v);
     return b.CreateBitCast(item, i8p);
   }
+  // ---- rows read and written in place (table_plain registers)
+  static const NativeValueLayout& layout() { return native_value_layout(); }
+  // The ValueKind byte of a Python int or float of register kind `k` when
+  // register r's rows may be read or written in place; -1 otherwise.
+  int in_place_kind(int r, int k) const {
+    if (!layout().valid || r < 0 || static_cast<size_t>(r) >= table_plain.size() ||
+        !table_plain[static_cast<size_t>(r)])
+      return -1;
+    if (k == Reg::PyInt) return static_cast<int>(ValueKind::integer);
+    if (k == Reg::PyFloat) return static_cast<int>(ValueKind::floating);
+    return -1;
+  }
+  llvm::Value* row_gen_of(int r) {
+    llvm::Value*& g = row_gen[r];
+    if (!g) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      g = e.CreateAlloca(i64);
+      e.CreateStore(e.getInt64(0), g);
+    }
+    return g;
+  }
+  // After a write through a helper into register r's list: the rows kept
+  // by the sites are looked up again.
+  void bump_rows(int r) {
+    if (in_place_kind(r, Reg::PyInt) < 0) return;
+    llvm::Value* g = row_gen_of(r);
+    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, g), b.getInt64(1)), g);
+  }
+  // A site's row: valid (i1), its index as written, the writes count it
+  // was found at, its items' address and number.
+  struct RowSite {
+    llvm::Value *ok, *key, *gen, *data, *len, *buf;
+  };
+  RowSite row_site(int r) {
+    row_gen_of(r);
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    RowSite s;
+    s.ok = e.CreateAlloca(i1);
+    s.key = e.CreateAlloca(i64);
+    s.gen = e.CreateAlloca(i64);
+    s.data = e.CreateAlloca(i64);
+    s.len = e.CreateAlloca(i64);
+    s.buf = e.CreateAlloca(i64, e.getInt32(2));
+    e.CreateStore(e.getFalse(), s.ok);
+    return s;
+  }
+  llvm::Value* site_hit(const RowSite& s, llvm::Value* i, llvm::Value* gen) {
+    return b.CreateAnd(b.CreateLoad(i1, s.ok),
+                       b.CreateAnd(b.CreateICmpEQ(b.CreateLoad(i64, s.key), i),
+                                   b.CreateICmpEQ(b.CreateLoad(i64, s.gen), gen)));
+  }
+  void fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Value* gen) {
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i64, i64, i64, i8p}, false);
+    llvm::Value* rc =
+        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_get), ft),
+                     {cptr, obj, i, b.getInt64(0), b.getInt64(kNativeRowMode),
+                      b.CreateBitCast(s.buf, i8p)});
+    b.CreateStore(b.CreateICmpEQ(rc, b.getInt32(0)), s.ok);
+    b.CreateStore(i, s.key);
+    b.CreateStore(gen, s.gen);
+    b.CreateStore(b.CreateLoad(i64, s.buf), s.data);
+    b.CreateStore(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 1)), s.len);
+  }
+  // Item j of the site's row (negative from the end) when the site holds a
+  // row, j is in range and the item is of ValueKind `want`: its address;
+  // null otherwise (the helpers then do what Python does).
+  llvm::Value* site_item(const RowSite& s, llvm::Value* j, int want) {
+    llvm::Value* len = b.CreateLoad(i64, s.len);
+    llvm::Value* jj = b.CreateSelect(b.CreateICmpSLT(j, b.getInt64(0)), b.CreateAdd(j, len), j);
+    llvm::Value* in = b.CreateAnd(b.CreateLoad(i1, s.ok), b.CreateICmpULT(jj, len));
+    llvm::Value* safe = b.CreateSelect(in, jj, b.getInt64(0));
+    llvm::Value* base = b.CreateIntToPtr(b.CreateLoad(i64, s.data), i8p);
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    llvm::BasicBlock* look = llvm::BasicBlock::Create(ctx, "item_look", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "item_done", fn);
+    b.CreateCondBr(in, look, done);
+    b.SetInsertPoint(look);
+    llvm::Value* at = b.CreateInBoundsGEP(i8, base, b.CreateMul(safe, b.getInt64(layout().size)));
+    llvm::Value* kb = b.CreateLoad(i8, b.CreateConstInBoundsGEP1_64(i8, at, layout().kind_at));
+    llvm::Value* item = b.CreateSelect(b.CreateICmpEQ(kb, b.getInt8(static_cast<uint8_t>(want))),
+                                       at, llvm::ConstantPointerNull::get(
+                                               llvm::cast<llvm::PointerType>(i8p)));
+    b.CreateBr(done);
+    llvm::BasicBlock* looked = b.GetInsertBlock();
+    b.SetInsertPoint(done);
+    llvm::PHINode* phi = b.CreatePHI(i8p, 2);
+    phi->addIncoming(llvm::ConstantPointerNull::get(llvm::cast<llvm::PointerType>(i8p)), from);
+    phi->addIncoming(item, looked);
+    return phi;
+  }
   // t[i][j] of a list of lists (native_list2_get), read as table_kind says.
   CV list2_item(const FNode& n) {
     const FNode& in = n.kids[0];
@@ -1051,10 +1149,43 @@ struct Gen {
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     llvm::Value* out = e.CreateAlloca(i64);
     auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i64, i64, i64, i8p}, false);
-    llvm::Value* rc =
-        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_get), ft),
-                     {cptr, t.v, i, j, b.getInt64(k), b.CreateBitCast(out, i8p)});
-    bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    auto get = [&] {
+      llvm::Value* rc =
+          b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_get), ft),
+                       {cptr, t.v, i, j, b.getInt64(k), b.CreateBitCast(out, i8p)});
+      bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    };
+    const int tr = in.kids[0].reg;
+    if (const int want = in_place_kind(tr, k); want >= 0) {
+      // The row's address kept per site (native_list2_get's kNativeRowMode),
+      // the item read in place when it is of the kind compiled for.
+      RowSite site = row_site(tr);
+      llvm::Value* gen = b.CreateLoad(i64, row_gen_of(tr));
+      llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx, "row_fill", fn);
+      llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "row_have", fn);
+      b.CreateCondBr(site_hit(site, i, gen), have, fill);
+      b.SetInsertPoint(fill);
+      fill_site(site, t.v, i, gen);
+      b.CreateBr(have);
+      b.SetInsertPoint(have);
+      llvm::Value* item = site_item(site, j, want);
+      llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "row_read", fn);
+      llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "row_slow", fn);
+      llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "row_join", fn);
+      b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
+      b.SetInsertPoint(fast);
+      b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(
+                                          b.CreateConstInBoundsGEP1_64(i8, item, layout().payload_at),
+                                          i64->getPointerTo())),
+                    out);
+      b.CreateBr(join);
+      b.SetInsertPoint(slow);
+      get();
+      b.CreateBr(join);
+      b.SetInsertPoint(join);
+    } else {
+      get();
+    }
     count(in.counter);
     count(n.counter);
     llvm::Value* p = b.CreateLoad(i64, out);
@@ -1085,15 +1216,83 @@ struct Gen {
     llvm::Value* ok;
     if (FastLoop::Impl::is_nested_write(n)) {
       const FNode& inner = n.kids[1];
-      llvm::Value* v = reg_arg(eval(inner.kids[1]));
+      const CV value = eval(inner.kids[1]);
+      const int written_kind = value.s ? -1 : value.k;
+      llvm::Value* v = reg_arg(value);
       llvm::Value* i = int_index(n.kids[2]);
       llvm::Value* j = int_index(inner.kids[2]);
       auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i64, i64, i8p}, false);
-      ok = b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_set), ft),
-                        {cptr, b.CreateBitCast(held, i8p),
-                         b.getInt64(static_cast<int64_t>(regs.size())), b.getInt64(r), x.v, i, j,
-                         v});
-      bail_if(b.CreateICmpNE(ok, b.getInt32(0)));
+      auto call_set = [&](int64_t ask) {
+        return b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_set), ft),
+                            {cptr, b.CreateBitCast(held, i8p),
+                             b.getInt64(static_cast<int64_t>(regs.size())),
+                             b.getInt64(r | ask), x.v, i, j, v});
+      };
+      auto set = [&] {
+        ok = call_set(0);
+        bail_if(b.CreateICmpNE(ok, b.getInt32(0)));
+      };
+      const int want = in_place_kind(r, written_kind);
+      if (want >= 0) {
+        // A row the last write through the helper made its own (copied and
+        // logged: 0), or one it says may be written in place (2: seen by
+        // nothing but this list, its old bytes then logged at each write):
+        // the next items of its kind written in place; any other write
+        // through the helper, which makes that row its own and moves no
+        // other row, then keeps it for the next ones.
+        RowSite site = row_site(r);
+        llvm::Value* logs;
+        {
+          llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+          logs = e.CreateAlloca(i1);
+          e.CreateStore(e.getTrue(), logs);
+        }
+        llvm::Value* genp = row_gen_of(r);
+        llvm::Value* gen = b.CreateLoad(i64, genp);
+        llvm::BasicBlock* look = llvm::BasicBlock::Create(ctx, "roww_look", fn);
+        llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "roww_fast", fn);
+        llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "roww_log", fn);
+        llvm::BasicBlock* store = llvm::BasicBlock::Create(ctx, "roww_store", fn);
+        llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "roww_slow", fn);
+        llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "roww_join", fn);
+        b.CreateCondBr(site_hit(site, i, gen), look, slow);
+        b.SetInsertPoint(look);
+        llvm::Value* item = site_item(site, j, want);
+        llvm::BasicBlock* looked = b.GetInsertBlock();
+        b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
+        b.SetInsertPoint(slow);
+        llvm::Value* rc = call_set(kNativeInPlaceAsk);
+        bail_if(b.CreateICmpEQ(rc, b.getInt32(1)));
+        llvm::Value* next = b.CreateAdd(b.CreateLoad(i64, genp), b.getInt64(1));
+        b.CreateStore(next, genp);
+        fill_site(site, x.v, i, next);
+        llvm::Value* in_place = b.CreateICmpEQ(rc, b.getInt32(2));
+        b.CreateStore(in_place, logs);
+        llvm::BasicBlock* now = llvm::BasicBlock::Create(ctx, "roww_now", fn);
+        b.CreateCondBr(in_place, now, join);
+        b.SetInsertPoint(now);
+        llvm::Value* item2 = site_item(site, j, want);
+        bail_if(b.CreateIsNull(item2));  // the helper saw it of that kind
+        llvm::BasicBlock* now_at = b.GetInsertBlock();
+        b.CreateBr(fast);
+        b.SetInsertPoint(fast);
+        llvm::PHINode* at = b.CreatePHI(i8p, 2);
+        at->addIncoming(item, looked);
+        at->addIncoming(item2, now_at);
+        llvm::Value* p = b.CreateConstInBoundsGEP1_64(i8, at, layout().payload_at);
+        b.CreateCondBr(b.CreateLoad(i1, logs), log, store);
+        b.SetInsertPoint(log);
+        log_write(p, i64, 8);
+        b.CreateBr(store);
+        b.SetInsertPoint(store);
+        llvm::Value* bits = value.k == Reg::PyFloat ? b.CreateBitCast(value.v, i64) : value.v;
+        b.CreateStore(bits, b.CreateBitCast(p, i64->getPointerTo()));
+        b.CreateBr(join);
+        b.SetInsertPoint(join);
+      } else {
+        set();
+        bump_rows(r);
+      }
       count(inner.counter);
       count(inner.kids[0].counter);
     } else {
@@ -1105,6 +1304,7 @@ struct Gen {
                         {cptr, b.CreateBitCast(held, i8p),
                          b.getInt64(static_cast<int64_t>(regs.size())), b.getInt64(r), x.v, i, v});
       bail_if(b.CreateICmpNE(ok, b.getInt32(0)));
+      bump_rows(r);  // t[i] = v: a row replaced
     }
     count(n.counter);
     return x;
@@ -3764,6 +3964,31 @@ struct Gen {
     }
   }
   void find_fixed_lists() {
+    table_plain.assign(regs.size(), true);
+    std::function<void(const FNode&)> uses = [&](const FNode& n) {
+      for (size_t k = 0; k < n.kids.size(); ++k) {
+        const FNode& c = n.kids[k];
+        if (c.op == Op::Var) {
+          const bool container = k == 0 && (n.op == Op::GetItem || n.op == Op::SetItem);
+          const bool len = n.op == Op::Call && n.spec && n.spec->name == "len";
+          if (!container && !len) table_plain[c.reg] = false;
+        }
+        uses(c);
+      }
+    };
+    uses(loop_cond);
+    uses(loop_body);
+    std::function<void(const FNode&)> assigns = [&](const FNode& n) {
+      // t = setitem(t, ...) only; an append to it: not a table.
+      if (n.op == Op::Append) table_plain[n.reg] = false;
+      if (n.op == Op::Assign &&
+          !(n.kids[0].op == Op::SetItem && n.kids[0].kids[0].op == Op::Var &&
+            n.kids[0].kids[0].reg == n.reg))
+        table_plain[n.reg] = false;
+      for (const FNode& k : n.kids) assigns(k);
+    };
+    assigns(loop_cond);
+    assigns(loop_body);
     list_fixed.assign(regs.size(), true);
     std::function<void(const FNode&)> walk = [&](const FNode& n) {
       if (n.op == Op::Assign || n.op == Op::Append) list_fixed[n.reg] = false;

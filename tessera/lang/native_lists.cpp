@@ -1,6 +1,11 @@
 // Lists of lists and string characters in native loops (native_lists.hpp).
 #include "tessera/lang/native_lists.hpp"
 
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <vector>
+
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native_arrays.hpp"
 #include "tessera/lang/native_dicts.hpp"
@@ -46,20 +51,115 @@ bool nlists_aliased(const int32_t* held, int64_t nheld, int64_t r, int64_t obj) 
   return false;
 }
 
+// Whether t[i][j] = item may be done in place (native_list2_set's ask).
+bool nlists_in_place(const FastLoop::Impl::State& st, int64_t obj, int64_t i, int64_t j,
+                     const Reg& item) {
+  const Value& t = st.objects[static_cast<size_t>(obj)];
+  if (!t.is_list() || t.is_tuple()) return false;
+  const auto& outer = t.list_ptr();
+  // Held here, and perhaps by the variable's own slot (no one else).
+  const long others = outer.use_count() - 1;
+  if (others > 1 || (others == 1 && std::find(st.frame_lists.begin(), st.frame_lists.end(),
+                                              outer.get()) == st.frame_lists.end()))
+    return false;
+  const List& rows = *outer;
+  if (!nlists_index(i, static_cast<int64_t>(rows.size()))) return false;
+  const Value& row = rows[static_cast<size_t>(i)];
+  if (!row.is_list() || row.is_tuple() || row.list_ptr().use_count() != 1) return false;
+  const List& items = row.as_list();
+  if (!nlists_index(j, static_cast<int64_t>(items.size()))) return false;
+  const Value& old = items[static_cast<size_t>(j)];
+  return (item.k == Reg::PyInt && old.is_int()) || (item.k == Reg::PyFloat && old.is_float());
+}
+
+// The bytes of `v` placed in storage filled with `fill` first (what padding
+// holds is then known).
+std::vector<unsigned char> nlists_bytes(const Value& v, unsigned char fill) {
+  alignas(Value) unsigned char buf[sizeof(Value)];
+  std::memset(buf, fill, sizeof buf);
+  auto* p = new (buf) Value(v);
+  std::vector<unsigned char> out(buf, buf + sizeof buf);
+  p->~Value();
+  return out;
+}
+
+NativeValueLayout nlists_find_layout() {
+  NativeValueLayout l;
+  l.size = static_cast<int64_t>(sizeof(Value));
+  const int64_t pattern = 0x0123456789abcdefLL;
+  const std::vector<unsigned char> a = nlists_bytes(Value(pattern), 0x00);
+  const std::vector<unsigned char> b = nlists_bytes(Value(pattern), 0xff);
+  int found = 0;
+  for (size_t at = 0; at + 8 <= a.size(); at += 8) {
+    if (std::memcmp(&a[at], &pattern, 8) == 0 && std::memcmp(&b[at], &pattern, 8) == 0) {
+      l.payload_at = static_cast<int64_t>(at);
+      ++found;
+    }
+  }
+  const double fpattern = 1.2345678901234567e-300;
+  const std::vector<unsigned char> f = nlists_bytes(Value(fpattern), 0x5a);
+  if (found != 1 || std::memcmp(&f[static_cast<size_t>(l.payload_at)], &fpattern, 8) != 0)
+    return l;
+  // The kind's byte: the same whatever the storage held, and the kind's
+  // number, for every kind tried.
+  const Value kinds[] = {Value(), Value(true), Value(pattern), Value(fpattern)};
+  int kind_bytes = 0;
+  for (size_t at = 0; at < a.size(); ++at) {
+    if (at >= static_cast<size_t>(l.payload_at) && at < static_cast<size_t>(l.payload_at) + 8)
+      continue;
+    bool all = true;
+    for (const Value& v : kinds) {
+      const auto want = static_cast<unsigned char>(v.kind());
+      all = all && nlists_bytes(v, 0x00)[at] == want && nlists_bytes(v, 0xff)[at] == want;
+    }
+    if (all) {
+      l.kind_at = static_cast<int64_t>(at);
+      ++kind_bytes;
+    }
+  }
+  l.valid = kind_bytes == 1 && static_cast<int>(ValueKind::integer) < 256 &&
+            static_cast<int>(ValueKind::floating) < 256;
+  return l;
+}
+
+}  // namespace
+
+const NativeValueLayout& native_value_layout() {
+  static const NativeValueLayout layout = nlists_find_layout();
+  return layout;
+}
+
+namespace {
+
+const List* nlists_row(const FastLoop::Impl::State& st, int64_t obj, int64_t i) {
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return nullptr;
+  const Value& t = st.objects[static_cast<size_t>(obj)];
+  if (!t.is_list()) return nullptr;
+  const List& rows = t.as_list();
+  if (!nlists_index(i, static_cast<int64_t>(rows.size()))) return nullptr;
+  const Value& row = rows[static_cast<size_t>(i)];
+  if (!row.is_list()) return nullptr;
+  return &row.as_list();
+}
+
 }  // namespace
 
 extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_t j, int64_t kind,
                                     int64_t* out) {
   if (c->state == nullptr) return 1;
   const FastLoop::Impl::State& st = *c->state;
-  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
-  const Value& t = st.objects[static_cast<size_t>(obj)];
-  if (!t.is_list()) return 1;
-  const List& rows = t.as_list();
-  if (!nlists_index(i, static_cast<int64_t>(rows.size()))) return 1;
-  const Value& row = rows[static_cast<size_t>(i)];
-  if (!row.is_list()) return 1;
-  const List& items = row.as_list();
+  const List* row = nlists_row(st, obj, i);
+  if (row == nullptr) return 1;
+  const List& items = *row;
+  if (kind == kNativeRowMode) {
+    const Value& t = st.objects[static_cast<size_t>(obj)];
+    int64_t ii = i;
+    nlists_index(ii, static_cast<int64_t>(t.as_list().size()));
+    if (t.as_list()[static_cast<size_t>(ii)].is_tuple()) return 1;
+    out[0] = static_cast<int64_t>(reinterpret_cast<intptr_t>(items.data()));
+    out[1] = static_cast<int64_t>(items.size());
+    return 0;
+  }
   if (!nlists_index(j, static_cast<int64_t>(items.size()))) return 1;
   return nlists_number(items[static_cast<size_t>(j)], kind, out) ? 0 : 1;
 }
@@ -68,9 +168,12 @@ extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t n
                                     int64_t obj, int64_t i, int64_t j, const Reg* item) {
   if (c->state == nullptr) return 1;
   FastLoop::Impl::State& st = *c->state;
+  const bool ask = (r & kNativeInPlaceAsk) != 0;
+  r &= ~kNativeInPlaceAsk;
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
       nlists_aliased(held, nheld, r, obj))
     return 1;
+  if (ask && nlists_in_place(st, obj, i, j, *item)) return 2;
   // A DP row is written left to right: the row the last write made its own
   // (in this call, so since the checkpoint; native code makes no tuples, so
   // it is still a list) takes the next write without the log's checks.

@@ -17,12 +17,38 @@ namespace tessera {
 // an item of another kind: the interpreter's, which raises what Python does).
 extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_t j, int64_t kind,
                                     int64_t* out);
+// With `kind` kNativeRowMode, native_list2_get gives instead row t[i]'s
+// items (a list's, not a tuple's) as out[0] (their address) and out[1]
+// (their number), read by the generated code in place (NativeValueLayout);
+// valid until a write through the helpers changes the list of lists.
+constexpr int64_t kNativeRowMode = -7;
+
+// Where a Value keeps what the generated code reads and writes in place: its
+// size, the byte of its kind (ValueKind) and the offset of an int's or a
+// float's 8 bytes; found at start-up (valid false: not found, no in-place
+// reads or writes).
+struct NativeValueLayout {
+  bool valid = false;
+  int64_t size = 0;
+  int64_t kind_at = 0;
+  int64_t payload_at = 0;
+};
+const NativeValueLayout& native_value_layout();
+
 // t[i][j] = item on the list of lists at `obj`, held by register `r` (`held`:
 // each of the `nheld` registers' object, -1 none), as the interpreter's
 // nested write does it: the outer list's value before logged once per
 // checkpoint, a row shared with it (or with anything else) copied before it
 // changes. 0 when done; 1 when left to the interpreter (another register
 // holds the same list, no list of lists, an index out of range).
+//
+// With kNativeInPlaceAsk set in `r`, it writes nothing and gives 2 when the
+// row may be written in place by the code, its old bytes logged as an
+// array element's (the call's log undoes them before the interpreter's
+// roll-back): the list of lists seen by nothing but its register (and the
+// frame slot the loop writes it back to), the row by nothing but that list,
+// item j of the kind written.
+constexpr int64_t kNativeInPlaceAsk = int64_t{1} << 40;
 extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
                                     int64_t obj, int64_t i, int64_t j, const Reg* item);
 // xs[i] = item on the flat list at `obj`, held by register `r`: the

@@ -42,7 +42,9 @@ void for_each_closure(const Value& v, int depth, F&& fn) {
   } else if (depth > 0 && v.is_list()) {
     const List& l = v.as_list();
     for (size_t i = l.size() > kScanElements ? l.size() - kScanElements : 0; i < l.size(); ++i) {
-      for_each_closure(l[i], depth - 1, fn);
+      // Numbers and strings (a table's rows) hold no closure: no call for them.
+      if (l[i].is_function() || l[i].is_list() || l[i].is_dict())
+        for_each_closure(l[i], depth - 1, fn);
     }
   } else if (depth > 0 && v.is_dict()) {
     const auto& items = v.as_dict().items;
@@ -129,6 +131,8 @@ void Frame::set_appended(size_t slot, Value list, const Value& item) {
   prepare(item);  // the list's other items were looked at when they were stored
   store(slot, std::move(list));
 }
+
+void Frame::set_numbers_written(size_t slot, Value list) { store(slot, std::move(list)); }
 
 void Frame::set(size_t slot, Value v) { store(slot, prepare(std::move(v))); }
 

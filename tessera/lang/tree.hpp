@@ -53,6 +53,9 @@ class Frame {
   // set() of `list`, which is the list the slot held with `item` appended:
   // only the item is scanned for closures (a loop of appends stays linear).
   void set_appended(size_t slot, Value list, const Value& item);
+  // set() of `list`, the list the slot held (or a copy of it) with numbers
+  // written into it and nothing else: no item to scan (the loops' write-back).
+  void set_numbers_written(size_t slot, Value list);
   bool defined(size_t slot) const {
     std::lock_guard lock(spin_);
     return slots_[slot].defined;
