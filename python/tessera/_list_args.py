@@ -185,6 +185,28 @@ def write_back(target, value) -> None:
                 target[k] = v
 
 
+def shared_container(args, names) -> str | None:
+    """Where two of a call's arguments (or two places inside them) hold the same
+    list or dict, as ``'t[0]' and 'xs'``; None when no object is held twice.
+    A function that changes an argument in place gives the caller Python's
+    objects back (write_back), but inside the program each place is its own
+    value: with a shared object, a change through one place would not show
+    through the other, as it does in Python, so such a call is refused."""
+    seen: dict = {}
+    stack = [(a, n) for a, n in zip(args, names) if isinstance(a, CONTAINERS)]
+    while stack:
+        obj, where = stack.pop()
+        if isinstance(obj, (list, dict)):
+            if id(obj) in seen:
+                return f"'{seen[id(obj)]}' and '{where}'"
+            seen[id(obj)] = where
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+        for k, v in items:
+            if isinstance(v, CONTAINERS):
+                stack.append((v, f"{where}[{k!r}]"))
+    return None
+
+
 def _updated(old, new):
     """What an element of a written-back container becomes: the old object
     updated in place when it is a container of the same kind or the array the

@@ -28,7 +28,7 @@ import threading
 
 import numpy as np
 
-from ._list_args import CONTAINERS, write_back, written_params
+from ._list_args import CONTAINERS, shared_container, write_back, written_params
 from ._translate import (ERROR_TAG, RAISABLE, ProgramBuilder, Translation, UnsupportedError,
                          convert_result, parse_function)
 from ._calls import helper_list_changes  # noqa: I001 - after _translate, which imports it
@@ -232,6 +232,15 @@ class JitFunction:
                 entry = self._program(key, args)
         prog, tr, specialized = entry
         self._last = prog
+        if tr.writeback:
+            shared = shared_container(args, list(self._signature.parameters))
+            if shared is not None:
+                raise UnsupportedError(
+                    f"{self.__name__}(): {shared} are the same list or dict, and the function "
+                    f"changes its arguments in place: in Python a change through one shows "
+                    f"through the other, which tessera.jit (whose lists and dicts are values "
+                    f"inside the function) cannot give; pass separate objects (xs.copy(), [row.copy() for row "
+                    f"in t]) or only one of them")
         if specialized:
             run_args = [None if _is_function_arg(a) else a for a in args]
         else:

@@ -376,3 +376,38 @@ def test_changing_an_object_a_call_gave_is_refused(f, arg):
                                    (biggest_number, [3, 9, 4])])
 def test_calls_changing_through_the_holder_keep_pythons_answer(f, arg):
     assert tessera.jit(f)(copy.deepcopy(arg)) == f(copy.deepcopy(arg))
+
+
+# ---------------------------------------------------------------- arguments sharing an object
+
+
+def write_table_read_row(t, xs):
+    t[0][0] = 9
+    return xs[0]
+
+
+def write_table(t):
+    t[0][1] = 5
+    return t
+
+
+def read_only(t, xs):
+    return t[0][0] + xs[0]
+
+
+def test_arguments_sharing_a_list_that_is_changed_are_refused():
+    row = [1, 2]
+    with pytest.raises(tessera.UnsupportedError, match=r"'xs' and 't\[0\]' are the same list"):
+        tessera.jit(write_table_read_row)([row], row)
+    assert row == [1, 2]  # nothing ran
+    with pytest.raises(tessera.UnsupportedError, match=r"'t\[1\]' and 't\[0\]' are the same"):
+        tessera.jit(write_table)([row, row])
+
+
+def test_separate_or_unchanged_arguments_keep_pythons_answer():
+    row = [1, 2]
+    t = [[1, 2]]
+    assert tessera.jit(write_table_read_row)(t, [1, 2]) == 1 and t == [[9, 2]]
+    assert tessera.jit(read_only)([row], row) == read_only([row], row)
+    t2 = [[1, 2], [1, 2]]
+    assert tessera.jit(write_table)(t2) == [[1, 5], [1, 2]]
