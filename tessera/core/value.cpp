@@ -1,5 +1,6 @@
 #include "tessera/core/value.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -82,18 +83,57 @@ uint64_t mix_key_bits(uint64_t x) {  // a 64-bit finaliser (splitmix's)
 
 // Numbers that compare equal hash alike: an int beyond 2**53 compares as
 // the double it rounds to (Value::equals), so it hashes as that double does.
+// An integral number hashes to itself (Python's choice): a run of close keys
+// fills neighbouring slots of the index instead of one cache line each.
 uint64_t hash_number(double d) {
-  if (d == std::floor(d) && std::fabs(d) < 9.2e18) return mix_key_bits(uint64_t(int64_t(d)));
+  if (d == std::floor(d) && std::fabs(d) < 9.2e18) return uint64_t(int64_t(d));
   uint64_t bits;
   std::memcpy(&bits, &d, sizeof bits);
   return mix_key_bits(bits);
 }
 
+constexpr int64_t kDictExactInt = int64_t{1} << 53;
+
 uint64_t hash_int(int64_t i) {
-  constexpr int64_t kExact = int64_t{1} << 53;
-  if (i >= -kExact && i <= kExact) return mix_key_bits(uint64_t(i));
+  if (i >= -kDictExactInt && i <= kDictExactInt) return uint64_t(i);
   return hash_number(double(i));
 }
+
+// Whether `key` is an integral number within +-2**53: such a key equals
+// every other with its hash (an int, a bool, a float of that value) and no
+// other key, so a slot marked so needs no comparison.
+bool dict_exact_integral(const Value& key) {
+  switch (key.kind()) {
+    case ValueKind::boolean: return true;
+    case ValueKind::integer: return key.as_int() >= -kDictExactInt && key.as_int() <= kDictExactInt;
+    case ValueKind::floating: {
+      const double d = key.as_float();
+      return d == std::floor(d) && std::fabs(d) <= double(kDictExactInt);
+    }
+    default: return false;
+  }
+}
+
+// A slot of the index is two words: the key's hash, then position + 1 (0:
+// empty) with kDictIntegralMark for an exact integral number key.
+constexpr uint64_t kDictIntegralMark = uint64_t{1} << 63;
+constexpr uint64_t kDictPositionBits = 0xffffffffULL;
+
+// Python's probe sequence: the hash's own slot, then i * 5 + 1 plus the
+// hash's higher bits shifted in, five at a time; once they are spent it
+// reaches every slot. Lookups stop at an empty slot, so a key's probe passes
+// only slots filled before it: emptying the newest keys' slots first
+// (truncate) never cuts an older key's way.
+struct DictProbe {
+  DictProbe(uint64_t hash, size_t mask) : mask(mask), slot(size_t(hash) & mask), perturb(hash) {}
+  void next() {
+    perturb >>= 5;
+    slot = (slot * 5 + size_t(perturb) + 1) & mask;
+  }
+  size_t mask;
+  size_t slot;
+  uint64_t perturb;
+};
 
 }  // namespace
 
@@ -118,29 +158,45 @@ uint64_t hash_key(const Value& key) {
 }
 
 std::ptrdiff_t Dict::position_of(const Value& key, uint64_t hash) const {
-  const size_t mask = slots_.size() - 1;
-  const uint64_t tag = hash >> 32;
-  for (size_t i = hash & mask;; i = (i + 1) & mask) {
-    const uint64_t s = slots_[i];
-    if (s == 0) return -1;
-    const size_t pos = size_t(s & 0xffffffffULL) - 1;
-    if ((s >> 32) == tag && items[pos].first.equals(key)) return std::ptrdiff_t(pos);
+  for (DictProbe probe(hash, slots_.size() / 2 - 1);; probe.next()) {
+    const uint64_t w = slots_[2 * probe.slot + 1];
+    if (w == 0) return -1;
+    if (slots_[2 * probe.slot] == hash) {
+      const size_t pos = size_t(w & kDictPositionBits) - 1;
+      if (items[pos].first.equals(key)) return std::ptrdiff_t(pos);
+    }
   }
 }
 
-void Dict::index_item(size_t position, uint64_t hash) {
-  const size_t mask = slots_.size() - 1;
-  size_t i = hash & mask;
-  while (slots_[i] != 0) i = (i + 1) & mask;
-  slots_[i] = ((hash >> 32) << 32) | uint64_t(position + 1);
+std::ptrdiff_t Dict::position_of_int(int64_t key) const {
+  const uint64_t hash = uint64_t(key);  // hash_int of a key within +-2**53
+  for (DictProbe probe(hash, slots_.size() / 2 - 1);; probe.next()) {
+    const uint64_t w = slots_[2 * probe.slot + 1];
+    if (w == 0) return -1;
+    if (slots_[2 * probe.slot] == hash && (w & kDictIntegralMark) != 0)
+      return std::ptrdiff_t(w & kDictPositionBits) - 1;
+  }
 }
 
-void Dict::rebuild_index() {
+void Dict::index_item(size_t position, uint64_t hash, bool integral) {
+  DictProbe probe(hash, slots_.size() / 2 - 1);
+  while (slots_[2 * probe.slot + 1] != 0) probe.next();
+  slots_[2 * probe.slot] = hash;
+  slots_[2 * probe.slot + 1] = uint64_t(position + 1) | (integral ? kDictIntegralMark : 0);
+}
+
+void Dict::rebuild_index(size_t room) {
   size_t capacity = 16;
-  while (capacity < 2 * (items.size() + 1)) capacity *= 2;
-  slots_.assign(capacity, 0);
-  for (size_t p = 0; p < items.size(); ++p) index_item(p, hash_key(items[p].first));
+  while (capacity < 2 * (std::max(room, items.size()) + 1)) capacity *= 2;
+  slots_.assign(2 * capacity, 0);
+  for (size_t p = 0; p < items.size(); ++p)
+    index_item(p, hash_key(items[p].first), dict_exact_integral(items[p].first));
   indexed_ = items.size();
+}
+
+void Dict::reserve(size_t n) {
+  items.reserve(n);
+  if (n >= kDictIndexFrom && slots_.size() / 2 < 2 * (n + 1)) rebuild_index(n);
 }
 
 const Value* Dict::find(const Value& key) const {
@@ -154,6 +210,15 @@ const Value* Dict::find(const Value& key) const {
   return nullptr;
 }
 
+const Value* Dict::find_int(int64_t key) const {
+  if (key < -kDictExactInt || key > kDictExactInt || indexed_ != items.size() || slots_.empty())
+    return find(Value(key));
+  const std::ptrdiff_t p = position_of_int(key);
+  return p < 0 ? nullptr : &items[size_t(p)].second;
+}
+
+bool Dict::contains_int(int64_t key) const { return find_int(key) != nullptr; }
+
 void Dict::set(Value key, Value value) {
   if (items.size() + 1 < kDictIndexFrom && slots_.empty()) {
     for (auto& [k, v] : items) {
@@ -165,7 +230,7 @@ void Dict::set(Value key, Value value) {
     items.emplace_back(std::move(key), std::move(value));
     return;
   }
-  if (indexed_ != items.size() || slots_.empty()) rebuild_index();
+  if (indexed_ != items.size() || slots_.empty()) rebuild_index(items.size());
   const uint64_t h = hash_key(key);
   const std::ptrdiff_t p = position_of(key, h);
   if (p >= 0) {
@@ -175,11 +240,36 @@ void Dict::set(Value key, Value value) {
   if (items.size() >= 0xfffffffeULL) {
     throw std::length_error("[dict] a dict holds at most 4,294,967,294 items");
   }
+  const bool integral = dict_exact_integral(key);
   items.emplace_back(std::move(key), std::move(value));
-  if (2 * (items.size() + 1) > slots_.size()) {
-    rebuild_index();
+  if (2 * (items.size() + 1) > slots_.size() / 2) {
+    rebuild_index(items.size());
   } else {
-    index_item(items.size() - 1, h);
+    index_item(items.size() - 1, h, integral);
+    indexed_ = items.size();
+  }
+}
+
+void Dict::set_int(int64_t key, Value value) {
+  if (key < -kDictExactInt || key > kDictExactInt ||
+      (items.size() + 1 < kDictIndexFrom && slots_.empty())) {
+    set(Value(key), std::move(value));
+    return;
+  }
+  if (indexed_ != items.size() || slots_.empty()) rebuild_index(items.size());
+  const std::ptrdiff_t p = position_of_int(key);
+  if (p >= 0) {
+    items[size_t(p)].second = std::move(value);
+    return;
+  }
+  if (items.size() >= 0xfffffffeULL) {
+    throw std::length_error("[dict] a dict holds at most 4,294,967,294 items");
+  }
+  items.emplace_back(Value(key), std::move(value));
+  if (2 * (items.size() + 1) > slots_.size() / 2) {
+    rebuild_index(items.size());
+  } else {
+    index_item(items.size() - 1, uint64_t(key), true);
     indexed_ = items.size();
   }
 }
@@ -191,19 +281,20 @@ void Dict::truncate(size_t n) {
     indexed_ = 0;
   }
   if (!slots_.empty()) {
-    // Linear probing: a key's run of slots was laid before any newer key's,
-    // so the newest keys' slots can be emptied, newest first, without
-    // breaking an older key's run.
-    const size_t mask = slots_.size() - 1;
+    // The newest keys' slots are emptied newest first (DictProbe: no older
+    // key's probe passes them).
     for (size_t p = items.size(); p-- > n;) {
-      size_t i = hash_key(items[p].first) & mask;
-      while (slots_[i] != 0 && (slots_[i] & 0xffffffffULL) != p + 1) i = (i + 1) & mask;
-      if (slots_[i] == 0) {  // not where it should be: walked until the next set()
+      DictProbe probe(hash_key(items[p].first), slots_.size() / 2 - 1);
+      while (slots_[2 * probe.slot + 1] != 0 &&
+             (slots_[2 * probe.slot + 1] & kDictPositionBits) != p + 1)
+        probe.next();
+      if (slots_[2 * probe.slot + 1] == 0) {  // not where it should be: walked until the next set()
         slots_.clear();
         indexed_ = 0;
         break;
       }
-      slots_[i] = 0;
+      slots_[2 * probe.slot] = 0;
+      slots_[2 * probe.slot + 1] = 0;
     }
   }
   items.erase(items.begin() + std::ptrdiff_t(n), items.end());
@@ -215,7 +306,7 @@ void Dict::erase_at(size_t position) {
   // The positions after it moved: a dict small again walks, a big one re-indexes.
   slots_.clear();
   indexed_ = 0;
-  if (items.size() >= kDictIndexFrom) rebuild_index();
+  if (items.size() >= kDictIndexFrom) rebuild_index(items.size());
 }
 
 bool Value::truthy(const char* op) const {

@@ -36,19 +36,32 @@ struct TupleMark {
 // An ordered dictionary with scalar or string keys (insertion order kept).
 //
 // Lookups hash: once a dict has kDictIndexFrom items, set() keeps an index of
-// the items' positions by their keys' hashes (open addressing), so `in`,
-// reads and writes take constant time instead of a walk over the items. The
-// index is built only by the writers (set, erase_at, truncate), never by a
-// lookup, so a dict shared between threads is only read. Items pushed onto
-// `items` directly are found by a walk until the next set() rebuilds the
-// index; anything that removes or reorders items must go through erase_at
-// or truncate.
+// the items' positions by their keys' hashes (open addressing, Python's
+// probe sequence), so `in`, reads and writes take constant time instead of a
+// walk over the items. The index is built only by the writers (set, set_int,
+// reserve, erase_at, truncate), never by a lookup, so a dict shared between
+// threads is only read. Items pushed onto `items` directly are found by a walk
+// until the next set() rebuilds the index; anything that removes or reorders
+// items must go through erase_at or truncate.
+//
+// An integral number key (an int, a bool, a float such as 2.0) within
+// +-2**53 hashes to itself, as Python's do: consecutive keys take
+// consecutive slots, and its slot records that it is one, so find_int and
+// contains_int decide from the index alone, without a Value or the items.
 struct Dict {
   static constexpr size_t kDictIndexFrom = 8;
 
   std::vector<std::pair<Value, Value>> items;
   const Value* find(const Value& key) const;
+  // find(Value(key)) without making the key (native loops' int keys).
+  const Value* find_int(int64_t key) const;
+  // `key in d` for an int key: reads only the index once there is one.
+  bool contains_int(int64_t key) const;
   void set(Value key, Value value);
+  // set(Value(key), value): one probe, no Value made for the lookup.
+  void set_int(int64_t key, Value value);
+  // Room for n items and their index: growing to n moves and re-indexes nothing.
+  void reserve(size_t n);
   void erase_at(size_t position);  // removes items[position], keeping the index true
   // Keeps the first n items (a roll-back of the keys added since): the
   // newest go first, so the index stays true without a rebuild.
@@ -56,14 +69,15 @@ struct Dict {
 
  private:
   std::ptrdiff_t position_of(const Value& key, uint64_t hash) const;
-  void index_item(size_t position, uint64_t hash);
-  void rebuild_index();
-  // Each slot: the key's hash in the high 32 bits, position + 1 in the low
-  // 32 (0: empty). Valid while indexed_ == items.size().
+  std::ptrdiff_t position_of_int(int64_t key) const;
+  void index_item(size_t position, uint64_t hash, bool integral);
+  void rebuild_index(size_t room);
+  // Two words a slot (layout in value.cpp): the key's hash, then position + 1
+  // with a mark for integral number keys (0: empty). Valid while
+  // indexed_ == items.size().
   std::vector<uint64_t> slots_;
   size_t indexed_ = 0;
 };
-
 // A hash of a dict key consistent with Value::equals: numbers equal across
 // bool, int and float hash alike (1, 1.0 and True), tuples by their items.
 uint64_t hash_key(const Value& key);

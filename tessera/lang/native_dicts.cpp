@@ -67,9 +67,14 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
   if (d == nullptr) return kNativeDictBail;
   // Everything thrown stops here: the generated code cannot unwind.
   try {
-    Value key;
-    if (!ndict_key(keys, nkeys, key)) return kNativeDictBail;
-    const Value* found = d->as_dict().find(key);
+    const Value* found;
+    if (nkeys == 1 && keys[0].int_payload()) {
+      found = d->as_dict().find_int(keys[0].i);  // no Value made, the index alone decides
+    } else {
+      Value key;
+      if (!ndict_key(keys, nkeys, key)) return kNativeDictBail;
+      found = d->as_dict().find(key);
+    }
     if (found == nullptr) return kNativeDictMiss;
     if (kind < 0) return kNativeDictHit;
     Reg r;
@@ -90,6 +95,19 @@ extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nh
     if (k != r && held[k] == obj) return 1;
   FastLoop::Impl::State& st = *c->state;
   try {
+    if (nkeys == 1 && keys[0].int_payload()) {
+      // An int key: found and written by its own paths (Dict::find_int, set_int).
+      const int64_t k = keys[0].i;
+      Value item = FastLoop::Impl::to_value(*value, st);
+      if (const Value* old = st.objects[static_cast<size_t>(obj)].as_dict().find_int(k);
+          old != nullptr && ndict_same_number(*old, item)) {
+        ++st.inline_ops;
+        return 0;
+      }
+      FastLoop::Impl::own_dict(static_cast<int32_t>(obj), Value(k), st).set_int(k, std::move(item));
+      ++st.inline_ops;
+      return 0;
+    }
     Value key;
     if (!ndict_key(keys, nkeys, key)) return 1;
     Value item = FastLoop::Impl::to_value(*value, st);

@@ -329,6 +329,7 @@ Value convert(py::handle obj, int depth) {
   }
   if (PyDict_Check(p)) {
     Dict d;
+    d.reserve(static_cast<size_t>(PyDict_Size(p)));  // items and index made once
     for (auto [k, v] : py::reinterpret_borrow<py::dict>(obj)) {
       d.set(convert(k, depth + 1), convert(v, depth + 1));
     }

@@ -171,6 +171,25 @@ def late_bail(d, n):
     return t, len(d)
 
 
+def crowded_int_keys(d, n):
+    # Int keys that crowd the index (multiples of 2**20 share their low bits;
+    # ints past 2**53 share hashes with their neighbours yet are other keys),
+    # negative keys, float keys finding int keys; a float value read at the
+    # end: the bail rolls the crowded keys back (newest first) and the
+    # interpreter redoes the turns.
+    t = 0
+    for i in range(n):
+        d[i * 1048576] = i
+        d[-i * 1024] = d.get(-(i - 1) * 1024, 0) + 1
+        d[9007199254740993 + i % 5] = i
+        if (i - 1) * 1048576 in d:
+            t += d[(i - 1) * 1048576]
+        t += d.get(float(i % 7), -1) + d.get(9007199254740992 + i % 3, -2)
+        if i > n - 4:
+            t += d[-1]
+    return t, len(d)
+
+
 CASES = [(membership, ({0: 3, 2: 5, 4: 7, 9: 11}, 12)),
          (writes_in_place, ({100: 1, 101: 2, 102: 3}, 40)),
          (counter, (list(range(50)),)),
@@ -183,13 +202,14 @@ CASES = [(membership, ({0: 3, 2: 5, 4: 7, 9: 11}, 12)),
          (equal_keys_of_three_kinds, ({k: k * 2 for k in range(30)}, 30)),
          (numpy_keys, (np.arange(-5, 25, dtype=np.int64), {k: k * 0.25 for k in range(0, 40, 3)})),
          (missing_key, ({0: 1, 1: 2, 2: 3}, 5)),
-         (late_bail, ({**{k: k for k in range(50)}, -1: 0.5}, 2000))]
+         (late_bail, ({**{k: k for k in range(50)}, -1: 0.5}, 2000)),
+         (crowded_int_keys, ({**{k: k for k in range(3, 30)}, -1: 0.5}, 300))]
 
 # The loops the generator must compile (missing_key's raises on the
 # interpreter, after the native code's bail).
 COMPILED = (membership, writes_in_place, counter, float_values, sieve_with_a_set, collatz_memo,
             two_sum_pairs, grid_by_tuple_keys, set_made_in_the_loop, equal_keys_of_three_kinds,
-            numpy_keys, late_bail)
+            numpy_keys, late_bail, crowded_int_keys)
 
 
 _OWN_TESTS = (missing_key, numpy_keys)
@@ -218,6 +238,14 @@ def test_late_bail_in_a_dict_passed_in_leaves_python_s_dict(threads):
     expected = dict(d)
     want = late_bail(expected, 40000)
     assert tessera.jit(late_bail)(d, 40000) == want
+    assert d == expected and list(d) == list(expected)
+
+
+def test_crowded_int_keys_rolled_back_after_two_checkpoints(threads):
+    d = {**{k: k for k in range(3, 30)}, -1: 0.5}
+    expected = dict(d)
+    want = crowded_int_keys(expected, 40000)
+    assert tessera.jit(crowded_int_keys)(d, 40000) == want
     assert d == expected and list(d) == list(expected)
 
 

@@ -3,6 +3,9 @@
 // recurse, stop at kMaxNestingDepth with a ValueError naming the op.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <vector>
+
 #include <string>
 
 #include "tessera/core/error.hpp"
@@ -194,6 +197,135 @@ TEST(DictIndex, TruncateKeepsTheOlderKeys) {
   d.set(Value("again"), Value(3));
   EXPECT_TRUE(d.find(Value("again"))->equals(Value(3)));
   EXPECT_TRUE(d.find(Value(int64_t{7}))  == nullptr);
+}
+
+namespace {
+
+// The oracle for the index: a walk over the items with Value::equals.
+const Value* dict_test_walk(const Dict& d, const Value& key) {
+  for (const auto& [k, v] : d.items)
+    if (k.equals(key)) return &v;
+  return nullptr;
+}
+
+// Every probe in `probes` found by find_int, contains_int and find exactly
+// where the walk finds it.
+void dict_test_agree(const Dict& d, const std::vector<int64_t>& probes) {
+  for (int64_t k : probes) {
+    const Value* walked = dict_test_walk(d, Value(k));
+    ASSERT_EQ(d.find_int(k), walked) << k;
+    ASSERT_EQ(d.contains_int(k), walked != nullptr) << k;
+    ASSERT_EQ(d.find(Value(k)), walked) << k;
+  }
+}
+
+}  // namespace
+
+// find_int and set_int against the walk, for keys that crowd the index:
+// runs of consecutive ints, multiples of large powers of two (one home slot
+// for all), negatives, both sides of 2**53 (where an int past it equals no
+// other int but shares a hash), and bools and floats that are the same keys.
+TEST(DictIndex, IntPathsAgreeWithTheWalk) {
+  const int64_t exact = int64_t{1} << 53;
+  std::vector<int64_t> keys;
+  for (int64_t i = 0; i < 300; ++i) keys.push_back(i);
+  for (int64_t i = 1; i < 200; ++i) keys.push_back(i << 20);
+  for (int64_t i = 1; i < 200; ++i) keys.push_back(i << 40);
+  for (int64_t i = 1; i < 200; ++i) keys.push_back(-i * 1024);
+  for (int64_t delta : {3, 2, 1, 0, -1, -2}) {  // 2**53 + 1 (hash 2**53) before 2**53
+    keys.push_back(exact + delta);
+    keys.push_back(-exact - delta);
+  }
+  keys.push_back(std::numeric_limits<int64_t>::max());
+  keys.push_back(std::numeric_limits<int64_t>::min());
+  std::vector<int64_t> probes = keys;
+  for (int64_t k : keys) {
+    probes.push_back(k + 1);
+    probes.push_back(k - 1);
+  }
+  Dict by_int, by_value;
+  for (size_t n = 0; n < keys.size(); ++n) {
+    by_int.set_int(keys[n], Value(int64_t(n)));
+    by_value.set(Value(keys[n]), Value(int64_t(n)));
+    if (n == 3 || n == 9 || n == 40) dict_test_agree(by_int, probes);  // walked, then indexed
+  }
+  dict_test_agree(by_int, probes);
+  dict_test_agree(by_value, probes);
+  ASSERT_EQ(by_int.items.size(), by_value.items.size());
+  for (size_t n = 0; n < keys.size(); ++n) {
+    EXPECT_TRUE(by_int.items[n].first.equals(by_value.items[n].first)) << n;
+    EXPECT_TRUE(by_int.items[n].first.is_int()) << n;
+  }
+  // An int past 2**53 and the double it rounds to are one key; two such
+  // ints are two keys even though their hashes agree.
+  EXPECT_EQ(by_int.find(Value(static_cast<double>(exact + 2))), by_int.find_int(exact + 2));
+  EXPECT_NE(by_int.find_int(exact + 1), by_int.find_int(exact));
+  // A float or a bool stored is the int key of its value.
+  by_int.set(Value(2.5), Value("half"));
+  by_int.set(Value(-7.0), Value("float"));
+  by_int.set(Value(true), Value("one"));  // 1 is a key: it keeps its int, takes the value
+  EXPECT_TRUE(by_int.find_int(-7)->equals(Value("float")));
+  EXPECT_TRUE(by_int.find_int(1)->equals(Value("one")));
+  EXPECT_TRUE(by_int.items[1].first.is_int());
+  EXPECT_EQ(by_int.find_int(2), dict_test_walk(by_int, Value(int64_t{2})));
+  by_int.set_int(-7, Value("int"));  // the float key stays, its value changes
+  EXPECT_TRUE(by_int.find(Value(-7.0))->equals(Value("int")));
+  EXPECT_TRUE(dict_test_walk(by_int, Value(-7.0)) == by_int.find_int(-7));
+}
+
+// Small dicts (walked, no index) keep Python's rules on the int paths too:
+// d[True] = a; d[1] = b leaves the key True with the value b.
+TEST(DictIndex, IntPathsOnASmallDict) {
+  Dict d;
+  d.set(Value(true), Value("a"));
+  d.set_int(1, Value("b"));
+  d.set(Value(0.0), Value("zero"));
+  ASSERT_EQ(d.items.size(), 2u);
+  EXPECT_TRUE(d.items[0].first.is_bool());
+  EXPECT_TRUE(d.find_int(1)->equals(Value("b")));
+  EXPECT_TRUE(d.find_int(0)->equals(Value("zero")));
+  EXPECT_FALSE(d.contains_int(2));
+  // Growing past kDictIndexFrom keeps the bool key and the float key.
+  for (int64_t i = 2; i < 40; ++i) d.set_int(i, Value(i));
+  EXPECT_TRUE(d.items[0].first.is_bool());
+  EXPECT_TRUE(d.items[1].first.is_float());
+  EXPECT_TRUE(d.find_int(1)->equals(Value("b")));
+  EXPECT_TRUE(d.find(Value(false))->equals(Value("zero")));
+  EXPECT_TRUE(d.find_int(39)->equals(Value(int64_t{39})));
+}
+
+// A roll-back's cut of keys that collide (one home slot for all, so their
+// probes pass each other's slots) leaves every older key found.
+TEST(DictIndex, TruncateCollidingIntKeys) {
+  Dict d;
+  std::vector<int64_t> probes;
+  for (int64_t i = 0; i < 1500; ++i) {
+    const int64_t k = (i % 3 == 0) ? (i << 32) : (i % 3 == 1) ? i : -(i << 12);
+    d.set_int(k, Value(i));
+    probes.push_back(k);
+  }
+  d.set(Value("text"), Value(1));
+  for (size_t cut : {1400u, 900u, 500u, 20u, 9u}) {
+    d.truncate(cut);
+    ASSERT_EQ(d.items.size(), cut);
+    dict_test_agree(d, probes);
+    for (int64_t i = 0; i < 50; ++i) d.set_int((i + 3000) << 32, Value(i));  // after the cut
+    dict_test_agree(d, probes);
+    d.truncate(cut);
+  }
+}
+
+// reserve(n): growing to n items moves none of them.
+TEST(DictIndex, ReserveKeepsTheItemsInPlace) {
+  Dict d;
+  d.reserve(5000);
+  d.set_int(0, Value(int64_t{0}));
+  const auto* first = d.items.data();
+  for (int64_t i = 1; i < 5000; ++i) d.set_int(i * 11, Value(i));
+  EXPECT_EQ(d.items.data(), first);
+  std::vector<int64_t> probes;
+  for (int64_t i = 0; i < 1200; ++i) probes.push_back(i * 55 + (i % 2));
+  dict_test_agree(d, probes);
 }
 
 TEST(DictIndex, EqualNumbersHashAlike) {
