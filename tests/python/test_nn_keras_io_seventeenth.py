@@ -167,3 +167,49 @@ def test_an_embedding_called_on_a_constant_range_is_a_constant_of_the_graph(kera
     np.testing.assert_allclose(th, kh, rtol=1e-5)
     for a, b in zip(tm.get_weights(), km.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+# --------------------- creating_tfrecords (EfficientNet's MBConv): Dropout(noise_shape=)
+def test_dropout_noise_shape_drops_whole_samples(keras):
+    """EfficientNet drops a block's residual branch per sample: Dropout(0.5, noise_shape=(None,
+    1, 1, 1)). In training each sample is kept whole (scaled by 1 / (1 - rate)) or zeroed, as
+    Keras's; in inference it is the identity; the config is Keras's."""
+    x = (RNG.random((64, 3, 4, 2)) + 0.5).astype("float32")
+    for lib in (tn, keras):
+        layer = lib.layers.Dropout(0.5, noise_shape=(None, 1, 1, 1), seed=3)
+        out = np.asarray(layer(x, training=True))
+        ratio = out / x
+        per_sample = ratio.reshape(64, -1)
+        np.testing.assert_allclose(per_sample, per_sample[:, :1] * np.ones((1, 24)), rtol=1e-6)
+        assert set(np.round(per_sample[:, 0], 5)) == {0.0, 2.0}, lib.__name__
+        np.testing.assert_array_equal(np.asarray(layer(x, training=False)), x)
+    tc = tn.layers.Dropout(0.5, noise_shape=(None, 1, 1, 1)).get_config()
+    kc = keras.layers.Dropout(0.5, noise_shape=(None, 1, 1, 1)).get_config()
+    assert tuple(tc["noise_shape"]) == tuple(kc["noise_shape"]) == (None, 1, 1, 1)
+
+
+def test_dropout_noise_shape_per_channel_in_a_model_trains_as_keras(keras):
+    """A shared draw over the spatial axes (noise_shape (None, 1, 1, C)) inside a model: the
+    same inference outputs as Keras's with the same weights; fit runs and only masks."""
+
+    def make(lib):
+        i = lib.Input((4, 4, 3))
+        h = lib.layers.Conv2D(4, 3, padding="same")(i)
+        h = lib.layers.Dropout(0.3, noise_shape=(None, 1, 1, 4))(h)
+        return lib.Model(i, lib.layers.Dense(1)(lib.layers.Flatten()(h)))
+
+    tm, km = make(tn), make(keras)
+    _same_weights(tm, km)
+    x = RNG.normal(size=(8, 4, 4, 3)).astype("float32")
+    np.testing.assert_allclose(tm.predict(x, verbose=0), km.predict(x, verbose=0), rtol=1e-5,
+                               atol=1e-5)
+    tm.compile(optimizer="sgd", loss="mse")
+    h = tm.fit(x, np.zeros((8, 1), "float32"), epochs=2, verbose=0).history["loss"]
+    assert all(np.isfinite(h))
+
+
+@pytest.mark.parametrize("bad", [(None, 2, 1, 1), (None, 1, 1), [0, 1, 1, 1], "none"])
+def test_dropout_noise_shape_that_does_not_fit_is_refused(bad):
+    with pytest.raises(ValueError, match=r"\[Dropout\] noise_shape"):
+        i = tn.Input((4, 4, 3))
+        tn.Model(i, tn.layers.Dropout(0.5, noise_shape=bad)(i))
