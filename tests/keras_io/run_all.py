@@ -107,6 +107,11 @@ KERAS_CANNOT = {
                "tessera's), not installed here; test_nn_wgan_gp_step.py compares the "
                "WGAN-GP step (the gradient penalty's second-order gradient) with Keras's "
                "stateless JAX updates and jax.grad inside jax.value_and_grad",
+    "custom_train_step_in_tensorflow": "the guide's train_steps take TensorFlow's GradientTape "
+                                       "(keras.GradientTape is tessera's), not installed here; "
+                                       "test_nn_keras_io_seventeenth.py compares its step (with "
+                                       "sample weights, compile's metrics and weighted_metrics) "
+                                       "with Keras's own train_step",
     "vae": "the guide's train_step takes TensorFlow's GradientTape (keras.GradientTape is "
            "tessera's), not installed here; test_nn_step_overrides.py compares the VAE's step "
            "with Keras's compute_loss",

@@ -373,9 +373,12 @@ class _CompileMetricsProxy:
             self.first_only, per = True, per[:1]
         ys = [y_true] if len(per) == 1 else list(y_true)
         ps = [y_pred] if len(per) == 1 else list(y_pred)
-        for ms, y, p in zip(per, ys, ps):
-            for m in ms:
-                m.update_state(y, p, sample_weight=sample_weight)
+        sws = list(sample_weight) if isinstance(sample_weight, (list, tuple)) and \
+            len(sample_weight) == len(per) and len(per) > 1 else [sample_weight] * len(per)
+        # as Keras's CompileMetrics: the weights reach compile's weighted_metrics only
+        for ms, flags, y, p, w in zip(per, self.real._weighted, ys, ps, sws):
+            for m, weighted in zip(ms, flags):
+                m.update_state(y, p, sample_weight=w if weighted else None)
 
     def result(self):
         if self.first_only:

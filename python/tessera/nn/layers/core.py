@@ -291,15 +291,40 @@ class Dropout(Layer):
         super().__init__(name, input_shape, **kwargs)
         if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0.0 <= rate < 1.0):
             raise ValueError(f"[Dropout] rate must be in [0, 1), got {rate!r}")
-        if noise_shape is not None:
-            raise ValueError("[Dropout] noise_shape is not supported; leave it None")
+        if noise_shape is not None and not (
+                isinstance(noise_shape, (list, tuple)) and
+                all(d is None or (isinstance(d, int) and not isinstance(d, bool) and d > 0)
+                    for d in noise_shape)):
+            raise ValueError(f"[Dropout] noise_shape must be a tuple of positive ints or None "
+                             f"(an input's size), got {noise_shape!r}")
         self.rate = float(rate)
+        self.noise_shape = None if noise_shape is None else tuple(noise_shape)
         self.seed = seed
+
+    def compute_output_shape(self, s):
+        ns = self.noise_shape
+        if ns is not None:
+            bad = len(ns) != len(s) + 1 or any(
+                d is not None and d != 1 and d != n for d, n in zip(ns[1:], s))
+            if bad:
+                raise ValueError(f"[Dropout] noise_shape {ns} does not broadcast to the "
+                                 f"input's shape {(None,) + tuple(s)}: one size per axis, "
+                                 "each None, 1 or the input's")
+        return s
 
     def forward(self, x, p, ctx):
         if not self.rate:
             return x
-        return dropout_expr(x, self.rate, ctx)
+        if self.noise_shape is None:
+            return dropout_expr(x, self.rate, ctx)
+        # Keras's noise_shape: one draw per kept position, broadcast over the size-1 axes
+        # (EfficientNet's per-sample drop of a residual branch: (None, 1, 1, 1)).
+        x = ctx.define("dr_x", x)
+        index = ", ".join("slice(0, 1)" if d == 1 and n != 1 else "slice(nil, nil)"
+                          for d, n in zip(self.noise_shape, (None,) + tuple(self._in_shape)))
+        ones = f"ones_like(stop_gradient(getitem({x}, {index})))"
+        keep = ctx.define("dr_keep", dropout_expr(ones, self.rate, ctx))
+        return f"{x} * {keep}"
 
 
 def dropout_expr(x: str, rate: float, ctx) -> str:

@@ -526,6 +526,9 @@ class CompileMixin:
         sw = None
         if sample_weight is not None:
             sw = np.asarray(sample_weight, dtype=np.float64)
+            if sw.shape == (n, 1):
+                # Keras squeezes a (batch, 1) weight to the per-sample loss's rank.
+                sw = sw.reshape(n)
             if sw.shape != (n,):
                 raise ValueError(f"[{where}] sample_weight must have one weight per sample, "
                                  f"shape ({n},), got {sw.shape}")

@@ -17,13 +17,17 @@ class CompileMetrics(Metric):
     compile with metrics): ``metrics`` are compile's Metric objects,
     ``result()`` a dict of their values by log name, ``reset_state()``
     resets them all, ``update_state(y_true, y_pred, sample_weight=None)``
-    updates them all (lists by output for a model of several outputs)."""
+    updates them all (lists by output for a model of several outputs); as
+    Keras's, the sample weights reach compile's ``weighted_metrics`` only
+    (``weighted_per_output``: a flag per metric), ``metrics`` are unweighted."""
 
     name = "compile_metrics"
 
-    def __init__(self, metrics_per_output, log_names):
+    def __init__(self, metrics_per_output, log_names, weighted_per_output=None):
         super().__init__(name="compile_metrics")
         self._per_output = [list(ms) for ms in metrics_per_output]
+        self._weighted = ([list(ws) for ws in weighted_per_output] if weighted_per_output
+                          is not None else [[True] * len(ms) for ms in self._per_output])
         self._log_names = list(log_names)
         self.built = False  # (Keras's: by the first fit, evaluate or update_state)
 
@@ -49,9 +53,10 @@ class CompileMetrics(Metric):
                                  f"{type(y_true).__name__} and {type(y_pred).__name__}")
             if not isinstance(sample_weight, (list, tuple)):
                 sample_weight = [sample_weight] * n
-        for ms, y, p, w in zip(self._per_output, y_true, y_pred, sample_weight):
-            for m in ms:
-                m.update_state(y, p, sample_weight=w)
+        for ms, flags, y, p, w in zip(self._per_output, self._weighted, y_true, y_pred,
+                                      sample_weight):
+            for m, weighted in zip(ms, flags):
+                m.update_state(y, p, sample_weight=w if weighted else None)
 
     def result(self) -> dict:
         if not self.built:
@@ -123,8 +128,8 @@ class TrackersMixin:
         if held is None or held[0] is not self._compiled:
             loss = _metrics.Mean(name="loss")
             given = self.__dict__.get("_metrics_given", self._compiled.has_metrics)
-            compiled = CompileMetrics(self._compiled.metrics, self._metric_log_names()) \
-                if given else None
+            compiled = CompileMetrics(self._compiled.metrics, self._metric_log_names(),
+                                      self._compiled.weighted) if given else None
             # Keras's per-output loss trackers (a model of several outputs)
             outputs = [_metrics.Mean(name=t.name) for t in self._compiled.output_losses]
             held = (self._compiled, loss, compiled, outputs)
