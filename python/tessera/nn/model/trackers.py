@@ -231,9 +231,17 @@ class TrackersMixin:
         metrics by their own names, then every other key sorted; one value
         alone is returned as it is."""
         c = self._compiled
-        order = ["loss"] + ([m.name for ms in c.metrics for m in ms] +
-                            [t.name for t in c.output_losses] if c else [])
-        order = list(dict.fromkeys(order))  # (each log once: a name two outputs' metrics share)
+        order = ["loss"]
+        if c:
+            # An output's metrics and weighted metrics in turn, a name twice when both
+            # have it (Keras lists its log twice); a name an earlier output's metrics
+            # gave already is listed once (one log for both).
+            earlier: set = set()
+            for ms in c.metrics:
+                names = [m.name for m in ms]
+                order += [n for n in names if n not in earlier]
+                earlier |= set(names)
+            order += [t.name for t in c.output_losses if t.name not in order]
         values = [logs[n] for n in order if n in logs]
         values += [logs[k] for k in sorted(logs) if k not in order]
         return values[0] if len(values) == 1 else values
