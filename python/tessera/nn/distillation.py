@@ -408,8 +408,9 @@ class Distiller(Model):
     def metrics(self) -> list:
         """Keras's: the loss tracker and compile's metrics (once compiled),
         then "student_loss", "distillation_loss" and "total_loss"."""
-        return super().metrics + [self.student_loss_tracker, self.distillation_loss_tracker,
-                                  self.total_loss_tracker]
+        held = super().metrics  # (a model's attribute metrics: the trackers, once built)
+        return held + [m for m in (self.student_loss_tracker, self.distillation_loss_tracker,
+                                   self.total_loss_tracker) if all(m is not h for h in held)]
 
     # ------------------------------------------------------------ saving
     def get_config(self):
