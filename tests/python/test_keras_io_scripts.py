@@ -26,7 +26,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "event_classification_for_payment_card_fraud_detection", "sklearn_metric_callbacks",
         "collaborative_filtering_movielens", "conditional_gan", "conv_lstm",
         "convmixer", "customizing_saving_and_serialization", "cutmix", "ddim", "fixres",
-        "learnable_resizer", "patch_convnet", "edsr", "masked_image_modeling", "mirnet", "nerf",
+        "learnable_resizer", "edsr", "masked_image_modeling", "mirnet", "nerf",
         "object_detection_using_vision_transformer", "semantic_image_clustering", "dcgan_overriding_train_step", "eanet",
         "movielens_recommendations_transformers", "custom_train_step_in_tensorflow",
         "creating_tfrecords",
