@@ -19,11 +19,12 @@ import bench_numpy_kernels as suite  # noqa: E402
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    """One quick, check-only run of the whole suite (each kernel in a process of
-    its own, as the benchmark runs them), by kernel name."""
+    """One quick, check-only run of the whole suite, by kernel name: in one process
+    (the benchmark runs each kernel in a process of its own, for timing; a process
+    per kernel here cost 100-200 s of a worker in `make test`, 3 s in one)."""
     out = tmp_path_factory.mktemp("bench") / "kernels.json"
     cmd = [sys.executable, os.path.join(_BENCH, "bench_numpy_kernels.py"), "--quick",
-           "--check-only", "--timeout", "300", "--json", str(out)]
+           "--check-only", "--in-process", "--timeout", "300", "--json", str(out)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with open(out) as fh:
