@@ -7,11 +7,17 @@ Python's, the same with native code, the register interpreter and the general
 evaluation, at 1 and 2 threads; the loops must run as native code (the debug
 log), and a bail late in a long loop must roll the dicts back exactly."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from jit_check import cases_script, loop_log_lines, run_on_every_path, same_as_python
 
 import tessera
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
+from published_kernels import sieve_set  # noqa: E402 - bench/
 
 
 def membership(d, n):
@@ -51,17 +57,6 @@ def float_values(n):
     for i in range(n):
         acc[i % 4] = acc.get(i % 4, 0.0) + i * 0.25
     return acc[0], acc[3], len(acc)
-
-
-def sieve_with_a_set(limit):
-    composites = set()
-    primes = []
-    for i in range(2, limit + 1):
-        if i not in composites:
-            primes.append(i)
-            for j in range(i * i, limit + 1, i):
-                composites.add(j)
-    return primes
 
 
 def collatz_memo(limit):
@@ -194,7 +189,7 @@ CASES = [(membership, ({0: 3, 2: 5, 4: 7, 9: 11}, 12)),
          (writes_in_place, ({100: 1, 101: 2, 102: 3}, 40)),
          (counter, (list(range(50)),)),
          (float_values, (40,)),
-         (sieve_with_a_set, (300,)),
+         (sieve_set, (300,)),
          (collatz_memo, (400,)),
          (two_sum_pairs, ([(i * 37) % 101 for i in range(300)], 100)),
          (grid_by_tuple_keys, (9,)),
@@ -207,7 +202,7 @@ CASES = [(membership, ({0: 3, 2: 5, 4: 7, 9: 11}, 12)),
 
 # The loops the generator must compile (missing_key's raises on the
 # interpreter, after the native code's bail).
-COMPILED = (membership, writes_in_place, counter, float_values, sieve_with_a_set, collatz_memo,
+COMPILED = (membership, writes_in_place, counter, float_values, sieve_set, collatz_memo,
             two_sum_pairs, grid_by_tuple_keys, set_made_in_the_loop, equal_keys_of_three_kinds,
             numpy_keys, late_bail, crowded_int_keys)
 

@@ -7,6 +7,8 @@ with native code, the register interpreter and the general evaluation, at 1 and
 2 threads; the loops must run as native code (the debug log)."""
 
 import copy
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -15,31 +17,8 @@ from jit_check import cases_script, loop_log_lines, run_on_every_path, run_scrip
 import tessera
 from tessera._list_args import write_back
 
-
-def levenshtein(s1, s2):
-    m, n = len(s1), len(s2)
-    d = [[0] * (n + 1) for _ in range(m + 1)]
-    for i in range(m + 1):
-        d[i][0] = i
-    for j in range(n + 1):
-        d[0][j] = j
-    for i in range(1, m + 1):
-        for j in range(1, n + 1):
-            cost = 0 if s1[i - 1] == s2[j - 1] else 1
-            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
-    return d[m][n]
-
-
-def knapsack(values, weights, capacity):
-    n = len(values)
-    table = [[0] * (capacity + 1) for _ in range(n + 1)]
-    for i in range(1, n + 1):
-        for w in range(capacity + 1):
-            if weights[i - 1] <= w:
-                table[i][w] = max(table[i - 1][w], table[i - 1][w - weights[i - 1]] + values[i - 1])
-            else:
-                table[i][w] = table[i - 1][w]
-    return table[n][capacity]
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
+from published_kernels import knapsack01 as knapsack, levenshtein  # noqa: E402 - bench/
 
 
 def add_in_place(t, v):
