@@ -920,7 +920,7 @@ class CallsMixin(U.UfuncMethodsMixin):
         """Python's dict(): ``dict()``, ``dict(a=1)``, ``dict(mapping_or_pairs, **kw)``.
         Pairs made by zip/enumerate or a comprehension become a dict comprehension;
         anything else is copied at run time (a dict's items, or an iterable of pairs
-        checked as Python checks them: ``__py_dict``)."""
+        checked as Python checks them: INLINE["py_dict"])."""
         if len(args) > 1:
             self.unsupported(f"dict() with {len(args)} positional arguments (Python takes one)",
                              node)
@@ -944,7 +944,7 @@ class CallsMixin(U.UfuncMethodsMixin):
                     ast.copy_location(sub, node)
             base = self.expr(comp)
         else:
-            base = f"{self.b.helper('__py_dict')}({self.expr(args[0])})"
+            base = self.inline("py_dict", self.expr(args[0]))
         for key, value in kws.items():
             base = f"setitem({base}, {self.expr(value)}, {json.dumps(key)})"
         return base

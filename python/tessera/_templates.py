@@ -61,18 +61,6 @@ HELPERS.update({
   if(str_endswith(t, " array"), if(ndim(x) == 0, concat("numpy.", str_replace(t, " array", "")),
     "numpy.ndarray"), t)))))""",
 })
-# dict(x): a dict's items (values are not shared: a copy), or an iterable of
-# pairs, each checked as Python checks it.
-HELPERS["__py_dict"] = """define(__py_dict, x, if(type(x) == "dict", x, block(
-  define(d, dict()), define(i, 0), define(n, len(x)),
-  while(i < n, block(define(p, getitem(x, i)),
-    if(!contains(list("list", "tuple", "string", "dict"), type(p)),
-      assert(false, concat("$ETypeError] cannot convert dictionary update sequence element #",
-        str(i), " to a sequence"))),
-    if(len(p) != 2, assert(false, concat("$EValueError] dictionary update sequence element #",
-      str(i), " has length ", str(len(p)), "; 2 is required"))),
-    define(d, setitem(d, getitem(p, 1), getitem(p, 0))), define(i, i + 1))),
-  d)))""".replace("$E", ERROR_TAG)
 # A set's sum, min and max (sets are dicts of their elements, _sets.py): over
 # its keys in any order, exact for ints; floats would be added in Python's set order.
 HELPERS["__set_sum"] = """define(__set_sum, s, block(
@@ -109,6 +97,18 @@ RAISABLE = ("ArithmeticError", "AssertionError", "AttributeError", "Exception",
             "FloatingPointError", "IndexError", "KeyError", "LookupError", "NotImplementedError", "OverflowError", "RuntimeError",
             "TypeError", "ValueError", "ZeroDivisionError")
 INLINE = {
+    # dict(x): a dict's items (values are not shared: a copy), or an iterable of
+    # pairs, each checked as Python checks it (inline: an error names the user's line).
+    "py_dict": """block(define($x, $1), if(type($x) == "dict", $x, block(
+  define($d, dict()), define($i, 0), define($n, len($x)),
+  while($i < $n, block(define($p, getitem($x, $i)),
+    if(!contains(list("list", "tuple", "string", "dict"), type($p)),
+      assert(false, concat("$ETypeError] cannot convert dictionary update sequence element #",
+        str($i), " to a sequence"))),
+    if(len($p) != 2, assert(false, concat("$EValueError] dictionary update sequence element #",
+      str($i), " has length ", str(len($p)), "; 2 is required"))),
+    define($d, setitem($d, getitem($p, 1), getitem($p, 0))), define($i, $i + 1))),
+  $d)))""",
     # np.diagonal(x, k, a1, a2): the diagonal k of the plane (a1, a2) as the
     # last axis, as NumPy (a copy; NumPy's view is read-only, and writes
     # through it are refused by the translator as NumPy refuses them).

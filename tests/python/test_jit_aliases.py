@@ -244,6 +244,7 @@ def test_dict_of_bad_pairs_is_pythons_error(p, exc, text):
     with pytest.raises(exc) as got:
         tessera.jit(dict_of)(p)
     assert text in str(got.value)
+    assert f"test_jit_aliases.py:{dict_of.__code__.co_firstlineno + 1}" in str(got.value)
 
 
 def dict_of_two(a, b):
