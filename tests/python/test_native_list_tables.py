@@ -275,9 +275,18 @@ def argument_also_in_a_variable(t, n):
     return u
 
 
-ALIAS_CASES = [(table_also_in_a_variable, (50,)), (row_also_in_a_variable, (50,)),
-               (table_also_in_a_list, (50,)), (rows_shared_in_the_table, (50,)),
-               (argument_also_in_a_variable, ([[1, 2], [3, 4]], 7))]
+# Where Python's answer would differ, tessera refuses (_aliases.py: `u = t`, `box = [t]`
+# changed later); `r = t[1]` and `[row, row]` with the table written through are not
+# found yet (a known gap, docs/python.md): their values are compared across paths.
+ALIAS_CASES = [(row_also_in_a_variable, (50,)), (rows_shared_in_the_table, (50,))]
+REFUSED_ALIASES = [(table_also_in_a_variable, (50,)), (table_also_in_a_list, (50,)),
+                   (argument_also_in_a_variable, ([[1, 2], [3, 4]], 7))]
+
+
+@pytest.mark.parametrize("f, args", REFUSED_ALIASES, ids=[f.__name__ for f, _ in REFUSED_ALIASES])
+def test_two_names_of_a_table_written_are_refused(f, args):
+    with pytest.raises(tessera.UnsupportedError, match="changed in place later"):
+        tessera.jit(f)(*copy.deepcopy(args))
 
 
 def _table(m, n, f=lambda i, j: (i * 7 + j * 3) % 11):
@@ -405,7 +414,7 @@ def test_lists_held_twice_are_values_on_every_path():
     assert native == out["interpreter"][0] == out["general"][0]
     # The tables the functions make are written by native code (the
     # parameter's, an element of the caller's, goes the general way).
-    for f, _ in ALIAS_CASES[:4]:
+    for f, _ in ALIAS_CASES:
         assert loop_log_lines(log, f, "native code returned 0"), (f.__name__, log)
 
 
@@ -415,14 +424,9 @@ def test_the_other_holder_keeps_its_items(f, args):
     # loop (computed here by Python on the lists the jit function started with).
     mine = copy.deepcopy(args)
     got = tessera.jit(f)(*mine)
-    if f is argument_also_in_a_variable:
-        assert got == args[0]
-        assert mine[0] != args[0]  # the caller's table, written, comes back changed
-        return
     t, other = got
     first = [[0] * 4 for _ in range(3)]
-    expected = {table_also_in_a_variable: first, row_also_in_a_variable: first[1],
-                table_also_in_a_list: [first], rows_shared_in_the_table: [0] * 4}[f]
+    expected = {row_also_in_a_variable: first[1], rows_shared_in_the_table: [0] * 4}[f]
     assert other == expected
     assert t != first
 
