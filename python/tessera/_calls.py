@@ -8,9 +8,9 @@ A mixin of ``_translate.FunctionTranslator``; the tables it follows are in
 from __future__ import annotations
 
 import ast
-import json
 import builtins
 import inspect
+import json
 import string
 
 import numpy as np
@@ -930,8 +930,9 @@ class CallsMixin(U.UfuncMethodsMixin):
             base = "dict()"
         elif isinstance(args[0], (ast.Dict, ast.DictComp)):
             base = self.expr(args[0])
-        elif (isinstance(args[0], (ast.GeneratorExp, ast.ListComp)) or (
-                isinstance(args[0], ast.Call) and self.builtin_called(args[0]) in ("zip", "enumerate"))):
+        elif isinstance(args[0], (ast.GeneratorExp, ast.ListComp)) or (
+                isinstance(args[0], ast.Call)
+                and self.builtin_called(args[0]) in ("zip", "enumerate")):
             k, v = self.b.tmp("k"), self.b.tmp("v")
             comp = ast.DictComp(
                 key=ast.Name(id=k, ctx=ast.Load()), value=ast.Name(id=v, ctx=ast.Load()),

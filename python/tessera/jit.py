@@ -239,8 +239,8 @@ class JitFunction:
                     f"{self.__name__}(): {shared} are the same list or dict, and the function "
                     f"changes its arguments in place: in Python a change through one shows "
                     f"through the other, which tessera.jit (whose lists and dicts are values "
-                    f"inside the function) cannot give; pass separate objects (xs.copy(), [row.copy() for row "
-                    f"in t]) or only one of them")
+                    f"inside the function) cannot give; pass separate objects (xs.copy(), "
+                    f"[row.copy() for row in t]) or only one of them")
         if specialized:
             run_args = [None if _is_function_arg(a) else a for a in args]
         else:
