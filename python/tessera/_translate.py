@@ -933,7 +933,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
     def alias_check(self, node, names, holder, change) -> str:
         """The run-time refusal of two names for one list or dict that ``change``
         changes in place (_aliases.py); ``a = b = []`` is refused here."""
-        if static_hazard(node):
+        if holder is None and static_hazard(node):
             self.unsupported(
                 f"{' = '.join(sorted(names))} = ...: one list or dict under two names, one of "
                 f"them changed in place later (line {change.lineno}), which Python shows through "

@@ -412,3 +412,15 @@ def test_separate_or_unchanged_arguments_keep_pythons_answer():
     assert tessera.jit(read_only)([row], row) == read_only([row], row)
     t2 = [[1, 2], [1, 2]]
     assert tessera.jit(write_table)(t2) == [[1, 5], [1, 2]]
+
+
+def stored_in_a_display_then_appended(n):
+    row = [0] * 2
+    t = [row, 5]
+    row.append(n)
+    return t
+
+
+def test_a_row_stored_in_a_display_is_named_with_its_holder():
+    with pytest.raises(tessera.UnsupportedError, match=r"'row' is put into 't' here"):
+        tessera.jit(stored_in_a_display_then_appended)(3)
