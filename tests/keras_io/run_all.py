@@ -43,9 +43,13 @@ def last_error_line(stderr):
     return lines[-1].strip() if lines else "(no output on stderr)"
 
 
-def run_one(name, timeout):
+def run_one(name, timeout, threads=None):
+    """(ran, seconds, error, output) of one script in a process of its own, at
+    `threads` tessera threads (default: TESSERA_THREADS, else 2)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    if threads is not None:
+        env["TESSERA_THREADS"] = str(threads)
     env.setdefault("TESSERA_THREADS", "2")
     env.setdefault("MPLBACKEND", "Agg")
     start = time.perf_counter()
