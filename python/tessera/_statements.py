@@ -1,7 +1,7 @@
 """Statements of NumPy users' code the translator rewrites into others: a list
 grown inside a dict or list (``d[k].append(v)``, ``d.setdefault(k, []).append(v)``),
-starred assignment, ``for idx, v in np.ndenumerate(x)``, and loops with an else
-clause.
+starred assignment, ``for idx, v in np.ndenumerate(x)``, loops with an else
+clause, and ``del`` (``d.pop(k)``, a slice assigned ``[]``).
 
 A mixin of ``_translate.FunctionTranslator``.
 """
@@ -15,8 +15,55 @@ import numpy as np
 from . import _translate as T
 
 
+def _read_after(fdef, stmt, name: str):
+    """A read of ``name`` in ``fdef`` after ``del name`` (``stmt``): on a later line,
+    or anywhere in a loop holding ``stmt`` (its next turn); None if there is none."""
+    loops = [n for n in ast.walk(fdef) if isinstance(n, (ast.For, ast.While))
+             and any(s is stmt for s in ast.walk(n))]
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load):
+            if n.lineno > stmt.lineno or any(
+                    any(m is n for m in ast.walk(loop)) for loop in loops):
+                return n
+    return None
+
+
 class StatementsMixin:
     """The statement-rewriting methods of FunctionTranslator."""
+
+    def del_target(self, target, node) -> list:
+        """``del d[k]`` / ``del xs[i]``: ``d.pop(k)`` (KeyError and IndexError as
+        Python's); ``del xs[a:b]``: ``xs[a:b] = []``; ``del x`` of a variable not read
+        after it: nothing to do (a program frees values itself)."""
+        if isinstance(target, (ast.Tuple, ast.List)):
+            return [t for e in target.elts for t in self.del_target(e, node)]
+        if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+            if isinstance(target.slice, ast.Slice):
+                if target.slice.step is not None:
+                    self.unsupported("del xs[a:b:c] with a step", node,
+                                     "write xs = [v for i, v in enumerate(xs) if ...]")
+                new = ast.Assign(targets=[ast.Subscript(value=target.value, slice=target.slice,
+                                                        ctx=ast.Store())],
+                                 value=ast.List(elts=[], ctx=ast.Load()))
+            else:
+                new = ast.Expr(value=ast.Call(
+                    func=ast.Attribute(value=ast.Name(id=target.value.id, ctx=ast.Load()),
+                                       attr="pop", ctx=ast.Load()),
+                    args=[target.slice], keywords=[]))
+            for sub in ast.walk(new):
+                if getattr(sub, "lineno", None) is None and hasattr(sub, "_attributes"):
+                    ast.copy_location(sub, node)
+            return self._simple_stmt(new)
+        if isinstance(target, ast.Name) and self.is_variable(target.id):
+            later = _read_after(self.fdef, node, target.id)
+            if later is not None:
+                self.unsupported(
+                    f"del {target.id} with '{target.id}' read again (line {later.lineno})", node,
+                    "Python would raise UnboundLocalError there unless it is assigned first; "
+                    "assign it a new value instead of deleting it")
+            return []
+        self.unsupported(f"del of {T._unparsed(target)}", node,
+                         "tessera.jit deletes d[k], xs[i], xs[a:b] of variables and variables")
 
     def inner_list_stmt(self, call: ast.Call):
         """``d[k].append(v)`` / ``.extend(xs)`` on a list inside a list or dict, and

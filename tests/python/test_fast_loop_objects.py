@@ -11,6 +11,8 @@ without a roll-back (TESSERA_FAST_LOOPS=debug)."""
 
 import copy
 import inspect
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -18,16 +20,8 @@ from jit_check import PATHS, cases_script, run_script, same_as_python
 
 import tessera
 
-
-def sieve_set(limit):
-    composites = set()
-    primes = []
-    for i in range(2, limit + 1):
-        if i not in composites:
-            primes.append(i)
-            for j in range(i * i, limit + 1, i):
-                composites.add(j)
-    return primes
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
+from published_kernels import sieve_set  # noqa: E402 - bench/
 
 
 def collatz_cache(limit):

@@ -4,6 +4,7 @@ call in the same GradientTape's loss, and the optimizers' variables (`optimizer.
 `iterations`, `learning_rate`: names, paths, shapes, order, values after training, and copying
 them between optimizers with `assign`)."""
 
+import copy
 import re
 
 import numpy as np
@@ -321,7 +322,6 @@ def _spectral(lib):
 
 
 def test_spectral_normalization_config_round_trips_as_keras(keras):
-    import copy  # noqa: PLC0415
 
     ours, theirs = _spectral(tn).get_config(), _spectral(keras).get_config()
     assert _normal(ours) == _normal(theirs)
@@ -378,7 +378,6 @@ def _user_wrapper(lib):
 
 
 def test_user_wrapper_config_and_save_load_as_keras(keras, tmp_path):
-    import copy  # noqa: PLC0415
 
     ours_cls, theirs_cls = _user_wrapper(tn), _user_wrapper(keras)
     ours = ours_cls(tn.layers.Dense(3, name="inner"), factor=3.0, name="scaled")
