@@ -464,17 +464,6 @@ def test_train_step_forms_not_supported_are_named():
     _fit_error(tensor_log, NotImplementedError, r"\[train_step\] M.train_step returns 'loss': "
                                                 r"KerasTensor.*keras.metrics.Mean")
 
-    def clipped(self, data):
-        x, y = data
-        with tn.GradientTape() as tape:
-            loss = self.compute_loss(y=y, y_pred=self(x))
-        grads = [g * 0.5 for g in tape.gradient(loss, self.trainable_weights)]
-        self.optimizer.apply(grads, self.trainable_weights)
-        return {"loss": self.tracker.result()}
-
-    _fit_error(clipped, NotImplementedError, r"\[GradientTape.gradient\] .*optimizer.apply.*"
-                                             r"test_nn_step_overrides.py")
-
     def no_apply(self, data):
         x, y = data
         with tn.GradientTape() as tape:

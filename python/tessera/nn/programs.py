@@ -713,7 +713,8 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         data = ", ".join(xs + ys + (["sw"] if weighted else []))
         extra = (", weight" if weighted_loss else "") + \
             (", dgroup" if overlap or gather is not None else "")
-        if P:
+        computed = self.__dict__.pop("_step_grads", None)  # a train_step's own gradients
+        if P and computed is None:
             lines = first + [f"define(r, value_and_grad(loss_fn, argnums=[{nums}], has_aux=true)"
                              f"({args}, {data}, seed{extra}))",
                              "define(grads, r[1])", "define(r_value, r[0])", "define(r_aux, r[2])"]
@@ -721,7 +722,13 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             call_args = ", ".join(a for a in (args, data) if a)
             lines = [f"define(r, loss_fn({call_args}, seed{extra}))", "define(r_value, r[0])",
                      "define(r_aux, r[1])"]
-        if gather is not None:
+        if P and computed is not None:
+            # the step's loss function carries them after the outputs, their masks and the
+            # logs' values (step_overrides._write_step_loss)
+            at = len(self._outputs) + sum(m is not None for m in self._out_masks) + computed[0]
+            index = {n: at + j for j, n in enumerate(computed[1])}
+            lines += [f"define({g}, r_aux[0][{index[v]}])" for g, v in zip(grads, P)]
+        elif gather is not None:
             lines += [f"define({g}, grads[{j}])" for j, g in enumerate(zero.grads)]
         else:
             lines += [f"define({g}, grads[{k}])" for k, g in enumerate(grads)]

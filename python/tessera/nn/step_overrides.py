@@ -35,7 +35,7 @@ from . import ops
 from .call_defaults import outside_calls
 from .functional import graph_layers
 from .metric_base import MeanMetricWrapper, Metric
-from .symbolic import KerasTensor, is_symbolic, user_location
+from .symbolic import KerasTensor, WeightGradients, is_symbolic, user_location
 from .variables import collecting_updates, tracing
 
 __all__ = ["overrides_compute_loss", "step_layers", "trace_compute_loss", "compiled_loss_tensor",
@@ -226,6 +226,7 @@ def step_roots(model, which: str, weighted: bool):
     trace = step_trace_for(model, which, weighted)
     if trace is not None:
         roots = [] if trace.loss is None else [trace.loss]
+        roots += list((trace.custom_grads or {}).values())
         for per in trace.increments.values():
             roots += [t for incs, _ in per for _, t in incs]
         for _, y, p, w in trace.builtin.values():
@@ -341,6 +342,10 @@ class GradientTape:
                                    "one set of gradients (or jacobians)")  # (TensorFlow's)
             self._used = True
             return trace.tape_gradient(self, target, sources)
+        if self._used and not self.persistent:
+            raise RuntimeError("A non-persistent GradientTape can only be used to compute "
+                               "one set of gradients (or jacobians)")  # (TensorFlow's)
+        self._used = True
         return trace.gradient(target, sources)
 
 
@@ -401,6 +406,8 @@ class StepTrace:
         self.loss = None  # the tape's target
         self.sources: list = []
         self.applied = None  # the weights optimizer.apply updates (program names)
+        self.loss_gradients: dict = {}  # id of a gradient of the loss -> its weight's name
+        self.custom_grads = None  # {weight name: the tensor applied}: computed gradients
         self.builtin: dict = {}  # id(metric) -> (metric, y, p, w): a built-in's update
         self.logs: list = []  # (name, metric)
         self.increments: dict = {}  # id(metric) -> per variable: [(sign, tensor)], const
@@ -415,19 +422,45 @@ class StepTrace:
                              f"{user_location()})")
         return name
 
-    def gradient(self, target, sources):
+    def gradient(self, target, sources, tape=None):
+        """The first gradient of a scalar loss is the step's loss (fit's value_and_grad of
+        it, its gradients applied as they are). Every gradient is also a tensor of
+        the step (WeightGradients' "wgrad"): computed with (scaled, normalized,
+        combined) or differentiated again by an outer tape (a second-order term), the
+        step applies what it is given, written into its program."""
         where = user_location()
-        if self.loss is not None:
-            raise NotImplementedError(f"[GradientTape.gradient] is called twice in the traced "
-                                      f"{self.hook}: tessera's step takes one loss (at {where})")
-        if not isinstance(target, KerasTensor) or tuple(target.shape) != ():
-            raise ValueError(f"[GradientTape.gradient] the target must be the scalar loss "
-                             f"computed in the step, got "
-                             f"{getattr(target, 'shape', type(target).__name__)} (at {where})")
-        srcs = list(sources.values()) if isinstance(sources, dict) else list(sources)
-        self.sources = [self.var_name(v, "GradientTape.gradient") for v in srcs]
-        self.loss = target
-        return [StepGradient(self, n) for n in self.sources]
+        single = not isinstance(sources, (list, tuple, dict))
+        srcs = list(sources.values()) if isinstance(sources, dict) else \
+            [sources] if single else list(sources)
+        targets = list(target) if isinstance(target, (list, tuple)) else [target]
+        if not targets or not all(isinstance(t, KerasTensor) for t in targets):
+            raise ValueError(f"[GradientTape.gradient] the target must be the loss (or "
+                             f"tensors) computed in the step, got "
+                             f"{[type(t).__name__ for t in targets]} (at {where})")
+        names = [self.var_name(v, "GradientTape.gradient") for v in srcs]
+        first = self.loss is None and not isinstance(target, (list, tuple)) and \
+            tuple(target.shape) == ()
+        if not first:
+            self._refuse_moving_statistics(targets, where)
+        call = WeightGradients(targets, [(v._layer, v._param) for v in srcs],
+                               self.model.dtype, where)
+        out = call.tensors
+        if first:
+            self.sources, self.loss = names, target
+            self.loss_gradients = {g.id: n for g, n in zip(out, names)}
+        if isinstance(sources, dict):
+            return dict(zip(sources.keys(), out))
+        return out[0] if single else out
+
+    def _refuse_moving_statistics(self, targets, where):
+        """A gradient written again as a function of the weights would move a
+        BatchNormalization's statistics twice (its batch statistics are the step's aux)."""
+        for layer in graph_layers(targets)[0]:
+            if any(getattr(q, "name", None) == "moving_mean" for q in layer.params):
+                raise NotImplementedError(
+                    f"[GradientTape.gradient] a second gradient (or one computed with) "
+                    f"through layer {layer.name!r} ({layer.kind}), which keeps moving "
+                    f"statistics, is not supported yet in a traced train_step (at {where})")
 
     def apply(self, optimizer, grads, variables, what="apply"):
         where = user_location()
@@ -446,16 +479,24 @@ class StepTrace:
         names = []
         for g, v in zip(grads, variables):
             name = self.var_name(v, f"Optimizer.{what}")
-            if not isinstance(g, StepGradient) or g.trace is not self:
+            if not isinstance(g, KerasTensor):
                 raise NotImplementedError(
                     f"[Optimizer.{what}] the gradient given for {name} is "
-                    f"{type(g).__name__}: a traced {self.hook} applies the gradients its "
-                    f"GradientTape.gradient returned, as they are (at {where})")
-            if g.var != name:
-                raise ValueError(f"[Optimizer.{what}] the gradient of {g.var} is given for the "
+                    f"{type(g).__name__}: a traced {self.hook} applies tensors it computed "
+                    f"from its GradientTape's gradients (at {where})")
+            if tuple(g.shape) != tuple(v.shape):
+                raise ValueError(f"[Optimizer.{what}] the gradient given for {name} has shape "
+                                 f"{tuple(g.shape)}, the weight {tuple(v.shape)} (at {where})")
+            given = self.loss_gradients.get(g.id)
+            if given is not None and given != name:
+                raise ValueError(f"[Optimizer.{what}] the gradient of {given} is given for the "
                                  f"weight {name} (at {where})")
             names.append(name)
         self.applied = names
+        if any(self.loss_gradients.get(g.id) is None for g in grads):
+            # computed gradients: the step's program applies these tensors (a loss's
+            # gradients applied as they are stay fit's value_and_grad)
+            self.custom_grads = dict(zip(names, grads))
 
     # -------------------------------------------------------------- logs
     def carried(self, writer) -> list:
@@ -752,6 +793,7 @@ class StepOverridesMixin:
         compute_loss override's loss, written with the forward pass
         (this module); _loss_text and the programs take them."""
         which = "train" if training == "true" else "evaluate"
+        self.__dict__.pop("_step_grads", None)
         trace = step_trace_for(self, which, sw is not None)
         if trace is not None:
             phs, sw_ph = trace.placeholders
@@ -760,7 +802,13 @@ class StepOverridesMixin:
                 writer.names[sw_ph.id] = sw
             self.__dict__["_custom_loss"] = f"astype(0.0, \"{self.dtype}\")" \
                 if trace.loss is None else writer.expr(trace.loss)
-            self.__dict__["_step_aux"] = (trace, trace.carried(writer))
+            carried = trace.carried(writer)
+            if training == "true" and trace.custom_grads is not None:
+                # the gradients the step computed leave the loss function after the logs'
+                # values (_train_program applies them)
+                self.__dict__["_step_grads"] = (len(carried), list(trace.custom_grads))
+                carried += [writer.expr(g) for g in trace.custom_grads.values()]
+            self.__dict__["_step_aux"] = (trace, carried)
             return
         if not overrides_compute_loss(self):
             return

@@ -34,7 +34,8 @@ from .. import _core
 from .._numpy_map import DTYPE_NAMES, METHOD_SPECS, NUMPY_RENAMES, NUMPY_SPECS
 from .program_constants import bindable, constant_name
 
-__all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter"]
+__all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter", "weight_free",
+           "WeightGradients"]
 
 _ids = itertools.count()
 
@@ -649,6 +650,40 @@ def depending_on(target: KerasTensor, src: KerasTensor) -> dict:
     return depends
 
 
+def weight_free(roots) -> dict:
+    """{tensor id: whether it depends on no weight} for the tensors the roots'
+    computation reads: no layer call, weight or gradient among what makes it."""
+    free: dict = {}
+    stack = [(r, False) for r in roots]
+    while stack:
+        v, ready = stack.pop()
+        if v.id in free:
+            continue
+        ins = GraphWriter._inputs(v) + ([v.grad_target] if v.op == "grad" else [])
+        if not ready:
+            stack.append((v, True))
+            stack.extend((a, False) for a in ins if a.id not in free)
+            continue
+        free[v.id] = v.op not in ("layer", "param", "grad", "wgrad") and \
+            all(free.get(a.id, True) for a in ins)
+    return free
+
+
+class WeightGradients:
+    """One GradientTape.gradient call with respect to weights in a traced step: its
+    targets (summed, as TensorFlow sums a non-scalar target and a list of them), the
+    weights as (layer, param name), and the gradient tensors (op "wgrad") it gave."""
+
+    def __init__(self, targets, weights, dtype, where):
+        self.targets, self.weights = list(targets), list(weights)
+        self.tensors = []
+        for k, (layer, pname) in enumerate(self.weights):
+            p = next(q for q in layer.params if q.name == pname)
+            g = KerasTensor(tuple(p.shape), dtype, "wgrad", (self.targets,), where=where)
+            g.wgrad_call, g.wgrad_index = self, k
+            self.tensors.append(g)
+
+
 class GraphWriter:
     """Writes the statements computing a graph of symbolic tensors.
 
@@ -763,6 +798,9 @@ class GraphWriter:
         if t.op == "grad":
             self._write_gradient(t, name)
             return
+        if t.op == "wgrad":
+            self._write_weight_gradient(t, name)
+            return
         if t.op == "layer":
             expr = self.layer_code(t, name, self)
             if isinstance(expr, (list, tuple)):
@@ -800,6 +838,33 @@ class GraphWriter:
         self.stmts.append(f"define({name}_f, {x}, block({body}))")
         self.stmts.append(f"define({name}, grad({name}_f)({self.names[src.id]}))")
         self.names[t.id] = name
+
+    def _write_weight_gradient(self, t: KerasTensor, name: str):
+        """A GradientTape's gradients of t.wgrad_call's targets (their sums, summed) with
+        respect to weights: the targets' computation written again as a local function
+        whose parameters are the weights' own names (shadowing them, so that the layers
+        written inside read them), and grad of it in every weight at once. What depends
+        on no weight is read from outside. A target made of other such gradients is
+        differentiated through them (a second-order gradient: grad of a grad)."""
+        call = t.wgrad_call
+        ws = [self.param_var(layer, pname) for layer, pname in call.weights]
+        if not all(isinstance(w, str) and w.isidentifier() for w in ws) or \
+                len(set(ws)) != len(ws):
+            raise NotImplementedError(f"[GradientTape.gradient] a gradient with respect to "
+                                      f"weights inside the step is not supported here (the "
+                                      f"weights are read as {ws}) (at {t.where})")
+        fixed = weight_free(call.targets)
+        outside = {k: v for k, v in self.names.items() if fixed.get(k, True)}
+        sub = GraphWriter(outside, self.param_var, self.layer_code, prefix=f"{name}_",
+                          param_at=self.param_at)
+        sums = [f"sum({sub.expr(target)})" for target in call.targets]
+        body = ", ".join(sub.stmts + [" + ".join(sums)])
+        nums = ", ".join(str(k) for k in range(len(ws)))
+        self.stmts.append(f"define({name}_f, {', '.join(ws)}, block({body}))")
+        self.stmts.append(f"define({name}, grad({name}_f, argnums=[{nums}])({', '.join(ws)}))")
+        for k, g in enumerate(call.tensors):
+            self.stmts.append(f"define({name}_{k}, {name}[{k}])")
+            self.names[g.id] = f"{name}_{k}"
 
     def _prim_expr(self, t: KerasTensor) -> str:
         fn = t.fn
