@@ -69,14 +69,11 @@ def run_one(name, timeout, threads=None):
 # must stop with (the start of its last line): such a stop counts as the script's run; running
 # through (the gap closed: move it to the runs) or another error counts as a failure.
 STOPS: dict = {
-    # its second-order train_step takes the gradient of the first tape's gradients in a second
-    # tape; tessera traces a train_step of one loss (wgan_gp's tape in a tape runs: a GAN's)
-    "debugging_tips": "NotImplementedError: [GradientTape.gradient] is called twice in the "
-                      "traced train_step",
-    # its train_step slices a (2, classes, h, w, 3) batch into anchors and positives before
-    # calling the model; tessera traces a train_step on the model's inputs
-    "metric_learning": "NotImplementedError: [fit] EmbeddingModel.train_step is traced on "
-                       "data shaped as the model's inputs",
+    # its second-order train_step trains (tests/python/test_nn_tapes20.py); its run_eagerly=True
+    # step prints the gradients' values (and counts its calls), which needs the step run on
+    # each batch's values: tessera traces it once into the compiled step
+    "debugging_tips": "TypeError: [KerasTensor] a symbolic tensor has no value to convert "
+                      "with float()",
     # A REGRESSION to fix (2026-12-05): since fit runs a subclassed model without a call
     # context (as Keras's JAX trainer), the class token's ops.repeat(cls, ops.shape(x)[0])
     # takes a batch of 100 (the test images') where fit's batches have 64 rows
@@ -133,7 +130,13 @@ KERAS_CANNOT = {
                        "the trainer's steps with Keras's compiled fit of the same model",
     "metric_learning": "its train_step takes TensorFlow's GradientTape (keras.GradientTape is "
                        "tessera's) and Keras 3's TensorFlow-only compiled_loss / "
-                       "compiled_metrics shims, not installed here",
+                       "compiled_metrics shims, not installed here; test_nn_tapes20.py "
+                       "compares such a step (a batch sliced into anchors and positives) "
+                       "with Keras's stateless JAX updates",
+    "debugging_tips": "its train_step takes TensorFlow's GradientTape (keras.GradientTape is "
+                      "tessera's), two nested for a second-order term, not installed here; "
+                      "test_nn_tapes20.py compares the step with Keras on JAX (stateless_call, "
+                      "jax.grad of jax.grad) and finite differences",
     "pretrained_word_embeddings": "Keras's TextVectorization needs TensorFlow, not "
                                   "installed here",
     "neural_machine_translation_with_transformer": "Keras's TextVectorization and the "

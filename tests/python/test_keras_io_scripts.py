@@ -36,7 +36,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "image_classification_with_vision_transformer",
         "imbalanced_classification", "intro_to_keras_for_engineers", "involution", "knowledge_distillation",
         "lstm_character_level_text_generation", "lstm_seq2seq",
-        "lstm_vs_cnn_timeseries_classification", "memory_efficient_embeddings",
+        "lstm_vs_cnn_timeseries_classification", "memory_efficient_embeddings", "metric_learning",
         "mixture_of_experts", "mixup", "mlp_image_classification",
         "mnist_convnet", "mobilevit", "multi_label_classification",
         "neural_machine_translation_with_transformer", "ner_transformers",

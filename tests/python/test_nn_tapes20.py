@@ -295,3 +295,97 @@ def test_scaled_gradients_of_a_subclassed_model_as_keras(keras):
     np.testing.assert_allclose(hist.history["loss"], khist.history["loss"], rtol=1e-5)
     for a, b in zip(model.get_weights(), km.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+# ------------------------------------------------- a train_step on data of its own shape
+
+PAIR_CLASSES, PAIR_FEATURES = 4, 6
+
+
+def _pair_batches(n=3, seed=5):
+    """metric_learning's batches: one (2, classes, features) array of anchors and
+    positives each, no labels (the pairs' classes are their positions)."""
+    rng = np.random.default_rng(seed)
+    centres = rng.normal(size=(PAIR_CLASSES, PAIR_FEATURES))
+    return [(centres[None] + 0.5 * rng.normal(size=(2, PAIR_CLASSES, PAIR_FEATURES)))
+            .astype("float32") for _ in range(n)]
+
+
+class _Pairs(tn.utils.PyDataset):
+    def __init__(self, batches):
+        super().__init__()
+        self.batches = batches
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, index):
+        return self.batches[index]
+
+
+def _embedder(lib):
+    inp = lib.Input((PAIR_FEATURES,))
+    h = lib.layers.Dense(5, activation="relu")(inp)
+    out = lib.ops.normalize(lib.layers.Dense(3)(h), axis=-1)
+    return inp, out
+
+
+class _Embedding(tn.Model):
+    """metric_learning's EmbeddingModel: a functional model whose train_step slices the
+    batch into anchors and positives and embeds each with self(...)."""
+
+    def train_step(self, data):
+        anchors, positives = data[0], data[1]
+        with tn.GradientTape() as tape:
+            a = self(anchors, training=True)
+            p = self(positives, training=True)
+            similarities = tn.ops.einsum("ae,pe->ap", a, p) / 0.2
+            labels = tn.ops.arange(PAIR_CLASSES)
+            loss = self.compiled_loss(labels, similarities)
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        self.tracker.update_state(loss)
+        return {"loss": self.tracker.result()}
+
+
+def test_train_step_on_data_not_shaped_as_the_inputs_as_jax(keras):
+    import jax  # noqa: PLC0415
+    import jax.numpy as jnp  # noqa: PLC0415
+
+    batches = _pair_batches()
+    inp, out = _embedder(tn)
+    model = _Embedding(inp, out)
+    model.tracker = tn.metrics.Mean(name="loss")
+    model.compile(optimizer=tn.optimizers.Adam(0.01),
+                  loss=tn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    w0 = model.get_weights()
+    hist = model.fit(_Pairs(batches), epochs=2, verbose=0)
+
+    kin, kout = _embedder(keras)
+    km = keras.Model(kin, kout)
+    km.set_weights(w0)
+    opt = keras.optimizers.Adam(0.01)
+    opt.build(km.trainable_variables)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    tv = [v.value for v in km.trainable_variables]
+    ov = [v.value for v in opt.variables]
+    losses = []
+    for _ in range(2):
+        per = []
+        for b in batches:
+            def loss_of(w, b=b):
+                a = km.stateless_call(w, [], b[0])[0]
+                p = km.stateless_call(w, [], b[1])[0]
+                return loss_fn(jnp.arange(PAIR_CLASSES), jnp.einsum("ae,pe->ap", a, p) / 0.2)
+            value, grads = jax.value_and_grad(loss_of)(tv)
+            tv, ov = opt.stateless_apply(ov, grads, tv)
+            per.append(float(value))
+        losses.append(float(np.mean(per)))
+    np.testing.assert_allclose(hist.history["loss"], losses, rtol=1e-5, atol=1e-6)
+    for a, b in zip(model.get_weights(), tv):
+        np.testing.assert_allclose(a, np.asarray(b), rtol=1e-4, atol=1e-6)
+    # the model still predicts on its own inputs after such a fit
+    x = batches[0][0]
+    np.testing.assert_allclose(model.predict(x, verbose=0),
+                               np.asarray(km.stateless_call(tv, [], x)[0]), rtol=1e-4,
+                               atol=1e-6)

@@ -35,7 +35,7 @@ from . import ops
 from .call_defaults import outside_calls
 from .functional import graph_layers
 from .metric_base import MeanMetricWrapper, Metric
-from .symbolic import KerasTensor, WeightGradients, is_symbolic, user_location
+from .symbolic import KerasTensor, WeightGradients, is_symbolic, record_operation, user_location
 from .variables import collecting_updates, tracing
 
 __all__ = ["overrides_compute_loss", "step_layers", "trace_compute_loss", "compiled_loss_tensor",
@@ -116,6 +116,16 @@ def _flat(v, what: str, where: str) -> list:
     return vs
 
 
+def _symbolic_labels(y):
+    """Labels a step made of constants (metric_learning's `ops.arange(num_classes)`, an
+    array while traced) as tensors of the step (a recorded copy of the array)."""
+    if isinstance(y, (np.ndarray, np.generic)):
+        return record_operation("copy", (np.asarray(y),), {})
+    if isinstance(y, (list, tuple)):
+        return type(y)(_symbolic_labels(v) for v in y)
+    return y
+
+
 def compiled_loss_tensor(model, y, y_pred, sample_weight):
     """Model.compute_loss (Keras's default) on symbolic values: one node
     written as compile's losses, the added losses and the regularizers."""
@@ -135,7 +145,7 @@ def compiled_loss_tensor(model, y, y_pred, sample_weight):
                              "one loss and they are the model's first outputs, as called")
         n = len(hs)  # compile's loss for those (Keras builds it on the y_pred it is given)
     given = [l is not None for l in model._compiled.losses]
-    ys = _flat(y, "y", where) if y is not None else []
+    ys = _flat(_symbolic_labels(y), "y", where) if y is not None else []
     if any(given) and len(ys) != n:
         raise ValueError(f"[compute_loss] y has {len(ys)} values for a model of {n} outputs "
                          f"(at {where})")

@@ -35,7 +35,7 @@ from .._numpy_map import DTYPE_NAMES, METHOD_SPECS, NUMPY_RENAMES, NUMPY_SPECS
 from .program_constants import bindable, constant_name
 
 __all__ = ["KerasTensor", "Input", "is_symbolic", "user_location", "GraphWriter", "weight_free",
-           "WeightGradients"]
+           "WeightGradients", "record_operation"]
 
 _ids = itertools.count()
 
@@ -199,6 +199,16 @@ class KerasTensor:
             f"[{self.where}] a symbolic tensor has no truth value while the model is being "
             "built: Python's if/while/and/or cannot look at values that exist only when the "
             "model runs; use np.where(cond, a, b), np.maximum, ... instead")
+
+    def __float__(self):
+        raise TypeError(
+            f"[KerasTensor] a symbolic tensor has no value to convert with float() (or print "
+            f"with %f): it is computed when the model (or the train_step fit traces once into "
+            f"its compiled step) runs; Keras's run_eagerly=True, which runs a train_step on "
+            f"each batch's values, is not supported yet (made at {self.where}, converted at "
+            f"{user_location()})")
+
+    __int__ = __float__
 
     def __len__(self):
         if not self.shape or self.shape[0] is None:
@@ -504,6 +514,12 @@ def _fixed_batch_retry(name, args, kwargs, where):
         return KerasTensor((None,) + a.shape[1:], str(a.dtype), "prim", args, kwargs,
                            where=where, fn=name)
     return _result_tensor(name, args, kwargs, values, where)
+
+
+def record_operation(name: str, args, kwargs):
+    """A primitive applied to args/kwargs recorded as a symbolic tensor, even when none
+    of them is symbolic (a constant made a tensor of a traced step)."""
+    return _record(name, args, kwargs)
 
 
 def _record(name: str, args, kwargs):

@@ -39,11 +39,12 @@ from .metric_base import Metric
 from .optimizer_variables import attach_tape
 from .program_constants import compile_program
 from .step_overrides import _ACTIVE, StepGradient, _user_override
+from .utils import PyDataset
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, depending_on, in_gradient_function,
                        user_location)
 from .variables import tracing
 
-__all__ = ["uses_tape_steps", "fit_tape_steps", "adopt_sublayers", "TapeGradient"]
+__all__ = ["uses_tape_steps", "trains_on_own_data", "fit_tape_steps", "adopt_sublayers", "TapeGradient"]
 
 
 def uses_tape_steps(model) -> bool:
@@ -53,6 +54,28 @@ def uses_tape_steps(model) -> bool:
         return False  # (a graph of its own: its call is the graph's)
     return _user_override(model, "train_step") is not None and \
         _user_override(model, "call") is None
+
+
+def trains_on_own_data(model, x) -> bool:
+    """A model with inputs of its own (a functional one) whose train_step is given batches
+    whose x is not shaped as those inputs (metric_learning's (2, classes, h, w, 3) anchors
+    and positives, embedded by `self(data[0])`): its step is traced on the data's own
+    shapes and dtypes, the model called inside on what it is given, as Keras runs it."""
+    if _user_override(model, "train_step") is None or not model._inputs or x is None:
+        return False
+    first = x[0] if isinstance(x, PyDataset) and len(x) else x
+    if isinstance(first, list):
+        first = tuple(first)
+    if isinstance(x, PyDataset) and isinstance(first, tuple):
+        first = first[0]  # (x, y[, sample_weight])
+    xs = list(first) if isinstance(first, (list, tuple)) else [first]
+    if isinstance(first, dict) or len(xs) != len(model._inputs):
+        return False
+    for a, t in zip(xs, model._inputs):
+        got, want = tuple(np.shape(a)[1:]), tuple(t.shape[1:])
+        if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want)):
+            return True
+    return False
 
 
 def _vname(var: str, version: int) -> str:
@@ -497,6 +520,9 @@ def adopt_sublayers(model):
     """The layers the model keeps (its sub-models' layers) made the model's,
     in Keras's order (its attributes'), its sub-models its top layers;
     ({(id(layer), param): program name}, {key: (layer, param)})."""
+    if model._inputs:  # a functional model (trains_on_own_data): its graph's layers
+        var_of = dict(model._var_of)
+        return var_of, {k: model._owner[v] for k, v in var_of.items()}
     leaves = []
     seen = set()
 
@@ -784,7 +810,12 @@ def fit_tape_steps(model, x=None, y=None, batch_size=None, epochs=1, verbose="au
                 f"[fit] {name}= is not supported yet for {type(model).__name__}, whose "
                 f"train_step trains sub-models with tapes and optimizers of their own "
                 f"(at {where})")
-    if isinstance(x, _data.Dataset):
+    if isinstance(x, PyDataset):
+        if y is not None:
+            raise ValueError("[fit] with a PyDataset, labels come from its batches: y must be "
+                             "None")
+        ds = _PyBatches(x)
+    elif isinstance(x, _data.Dataset):
         if y is not None:
             raise ValueError("[fit] with a Dataset, labels come from the dataset: y must be None")
         # batch_size is ignored, as Keras's fit ignores it for a tf.data Dataset or a
@@ -864,6 +895,30 @@ def fit_tape_steps(model, x=None, y=None, batch_size=None, epochs=1, verbose="au
             break
     cbs.on_train_end(dict(logs))
     return history
+
+
+class _PyBatches:
+    """A PyDataset's batches as fit_tape_steps reads a Dataset's: each item's arrays (a
+    tuple's elements, a list's, or the array), on_epoch_end after each epoch."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def num_batches(self):
+        return len(self.data)
+
+    def epoch_batches(self, epoch):
+        if epoch:
+            self.data.on_epoch_end()
+        for index in range(len(self.data)):
+            item = self.data[index]
+            arrays = list(item) if isinstance(item, (tuple, list)) else [item]
+            yield _Batch(index, [np.asarray(a) for a in arrays if a is not None])
+
+
+class _Batch:
+    def __init__(self, index, arrays):
+        self.index, self.arrays = index, arrays
 
 
 def _program_for(model, arrays) -> TapeStepProgram:

@@ -24,7 +24,7 @@ from ..checkpoints import CheckpointDir
 from ..given_batches import GivenBatches
 from ..training_state import apply_training_state, load_training_state
 from ..step_overrides import refuse_split, step_trace_for
-from ..tape_steps import fit_tape_steps, uses_tape_steps
+from ..tape_steps import fit_tape_steps, trains_on_own_data, uses_tape_steps
 from ..random import default_seed, program_seed
 from ..symbolic import user_location
 from ..varlen import keeps_graph
@@ -95,7 +95,9 @@ class TrainingMixin:
         # None: 0, or after utils.set_random_seed the global stream's next (the shuffles and
         # dropout draws follow the global seed, as Keras's)
         seed = default_seed() if seed is None else seed
-        if uses_tape_steps(self):  # a GAN's train_step: sub-models, tapes, optimizers
+        # a GAN's train_step (sub-models, tapes, optimizers), or one given data not
+        # shaped as the model's inputs (it slices or reshapes them before calling the model)
+        if uses_tape_steps(self) or trains_on_own_data(self, x):
             return fit_tape_steps(
                 self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
                 callbacks=callbacks, shuffle=shuffle, initial_epoch=initial_epoch,
