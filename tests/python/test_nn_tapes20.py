@@ -389,3 +389,36 @@ def test_train_step_on_data_not_shaped_as_the_inputs_as_jax(keras):
     np.testing.assert_allclose(model.predict(x, verbose=0),
                                np.asarray(km.stateless_call(tv, [], x)[0]), rtol=1e-4,
                                atol=1e-6)
+
+
+class _Plain(_SecondOrder):
+    def train_step(self, data):
+        inputs, targets = data
+        with tn.GradientTape() as tape:
+            loss = self.compute_loss(y=targets, y_pred=self(inputs, training=True))
+        grads = tape.gradient(loss, self.trainable_variables)
+        if self.kind == "scaled":  # computed with: the gradient written again in the weights
+            grads = [2.0 * g - g for g in grads]
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return {}
+
+
+def test_a_gradient_written_again_draws_the_loss_dropout():
+    """A computed gradient's loss, written again as a function of the weights, draws the
+    dropout masks of the step's loss (TensorFlow's tape records the one forward pass): the
+    same update as the loss's gradient applied as it is (fit's value_and_grad)."""
+    x, y = _data()
+    weights = []
+    for kind in ("plain", "scaled"):
+        inp = tn.Input((FEATURES,))
+        h = tn.layers.Dropout(0.5)(tn.layers.Dense(16, activation="tanh")(inp))
+        model = _Plain(inp, tn.layers.Dense(CLASSES, activation="softmax")(h))
+        model.kind = kind
+        model.compile(optimizer=tn.optimizers.SGD(0.1), loss="sparse_categorical_crossentropy")
+        if weights:
+            model.set_weights(weights[0][0])
+        w0 = model.get_weights()
+        model.fit(x, y, epochs=2, batch_size=BATCH, shuffle=False, verbose=0, seed=3)
+        weights.append((w0, model.get_weights()))
+    for a, b in zip(weights[0][1], weights[1][1]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -138,7 +138,8 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         (step_overrides.py)."""
         xs = names or self._names()[0]
         part = part or {}
-        counters = part.get("counters")
+        # (a layer call written again, in a train_step's gradient, draws what it drew)
+        counters = part.get("counters", {})
         used = part.get("used")
         where = {}
         for j, bucket in enumerate(gather.buckets if gather is not None else []):
@@ -723,8 +724,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             lines = [f"define(r, loss_fn({call_args}, seed{extra}))", "define(r_value, r[0])",
                      "define(r_aux, r[1])"]
         if P and computed is not None:
-            # the step's loss function carries them after the outputs, their masks and the
-            # logs' values (step_overrides._write_step_loss)
+            # carried after the outputs, their masks and the logs' values (_write_step_loss)
             at = len(self._outputs) + sum(m is not None for m in self._out_masks) + computed[0]
             index = {n: at + j for j, n in enumerate(computed[1])}
             lines += [f"define({g}, r_aux[0][{index[v]}])" for g, v in zip(grads, P)]
