@@ -69,8 +69,9 @@ def trains_on_own_data(model, x) -> bool:
     if isinstance(x, PyDataset) and isinstance(first, tuple):
         first = first[0]  # (x, y[, sample_weight])
     xs = list(first) if isinstance(first, (list, tuple)) else [first]
-    if isinstance(first, dict) or len(xs) != len(model._inputs):
-        return False
+    if isinstance(first, dict) or len(xs) != len(model._inputs) or \
+            not all(isinstance(a, np.ndarray) for a in xs):
+        return False  # (a Dataset's batches, arrays given as lists: fit's own checks)
     for a, t in zip(xs, model._inputs):
         got, want = tuple(np.shape(a)[1:]), tuple(t.shape[1:])
         if len(got) != len(want) or any(w is not None and g != w for g, w in zip(got, want)):
