@@ -33,15 +33,19 @@ class StatementsMixin:
 
     def del_target(self, target, node) -> list:
         """``del d[k]`` / ``del xs[i]``: ``d.pop(k)`` (KeyError and IndexError as
-        Python's); ``del xs[a:b]``: ``xs[a:b] = []``; ``del x`` of a variable not read
+        Python's); ``del xs[a:b]``: ``xs[a:b] = []``; ``del xs[a:b:k]``: the list
+        without the items the slice selects (INLINE["del_step"]); ``del x`` of a variable not read
         after it: nothing to do (a program frees values itself)."""
         if isinstance(target, (ast.Tuple, ast.List)):
             return [t for e in target.elts for t in self.del_target(e, node)]
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             if isinstance(target.slice, ast.Slice):
                 if target.slice.step is not None:
-                    self.unsupported("del xs[a:b:c] with a step", node,
-                                     "write xs = [v for i, v in enumerate(xs) if ...]")
+                    # every k-th item dropped (a negative step too), as Python
+                    self.b.helper("__py_type_name")
+                    text = self.inline("del_step", self.expr(target.value),
+                                       self.slice_text(target.slice))
+                    return [self.rebind(target.value.id, text, node)]
                 new = ast.Assign(targets=[ast.Subscript(value=target.value, slice=target.slice,
                                                         ctx=ast.Store())],
                                  value=ast.List(elts=[], ctx=ast.Load()))

@@ -149,6 +149,16 @@ INLINE = {
     "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
   "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),
   item(random_integers($a, $b + 1, list())))""",
+    # del xs[a:b:k] of a list: the items the slice does not select, in order (a
+    # mask of the selected positions: any step, negative too; a zero step is
+    # Python's ValueError); anything but a list is Python's TypeError.
+    "del_step": """block(define($x, $1), if(type($x) != "list", assert(false, concat(
+  "$ETypeError] '", __py_type_name($x), "' object does not support item deletion"))),
+  define($n, len($x)), define($m, setitem(zeros($n, dtype="bool"), true, $2)),
+  define($r, list()), define($i, 0),
+  while($i < $n, block(if(getitem($m, $i), nil, define($r, append($r, getitem($x, $i)))),
+    define($i, $i + 1))),
+  $r)""",
     # random.choice(seq): one item drawn uniformly (an empty sequence is an
     # IndexError, as Python's).
     "choice": """block(define($s, $1), if(len($s) == 0,

@@ -302,10 +302,16 @@ def del_in_loop_read_next_turn(n):
     return t
 
 
-def del_with_step(n):
-    xs = list(range(n))
-    del xs[::2]
+def del_with_step(xs, a, b, k):
+    xs = list(xs)
+    del xs[a:b:k]
     return xs
+
+
+def del_steps_in_place(xs):
+    del xs[::2]
+    del xs[::-3]
+    return len(xs)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -321,7 +327,31 @@ def test_del_missing_key_and_index_are_pythons_errors():
     assert tessera.jit(del_missing_key)(1) == del_missing_key(1)
 
 
-@pytest.mark.parametrize("f", [del_then_read, del_in_loop_read_next_turn, del_with_step])
+@pytest.mark.parametrize("n", [0, 1, 5, 8])
+@pytest.mark.parametrize("a,b,k", [(None, None, 2), (None, None, -1), (1, None, 3),
+                                   (None, -2, -2), (-7, 9, 2), (4, 0, -3), (0, 5, 1)])
+def test_del_of_a_step_slice_as_python(n, a, b, k):
+    assert tessera.jit(del_with_step)(list(range(n)), a, b, k) == del_with_step(range(n), a, b, k)
+
+
+def test_del_of_a_step_slice_changes_the_callers_list():
+    want, got = list(range(11)), list(range(11))
+    assert tessera.jit(del_steps_in_place)(got) == del_steps_in_place(want)
+    assert got == want
+
+
+def test_del_of_a_step_slice_errors_are_pythons():
+    with pytest.raises(ValueError, match="slice step cannot be zero") as e:
+        tessera.jit(del_with_step)([1, 2], None, None, 0)
+    assert f"test_jit_aliases.py:{del_with_step.__code__.co_firstlineno + 2}" in str(e.value)
+    with pytest.raises(TypeError) as want:
+        del_steps_in_place((1, 2))
+    with pytest.raises(TypeError) as got:
+        tessera.jit(del_steps_in_place)((1, 2))
+    assert str(want.value) in str(got.value)
+
+
+@pytest.mark.parametrize("f", [del_then_read, del_in_loop_read_next_turn])
 def test_del_that_cannot_keep_pythons_meaning_is_refused(f):
     with pytest.raises(tessera.UnsupportedError, match=r"del .*test_jit_aliases.py:\d+"):
         tessera.jit(f)(4)
