@@ -909,13 +909,12 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         saved = self.line
         self.line = node.lineno
         try:
-            texts = self._stmt(node, tail)
+            texts = self.alias_texts(node, self._stmt(node, tail), tail)
         finally:
             self.line = saved
         if self.elements:
             texts = [element_check(self.name(name, node), name, ERROR_TAG)
                      for name in changed_roots(node) if name in self.elements] + texts
-        texts = self.alias_texts(node, texts, tail)
         if texts:
             texts[0] = self.mark(node.lineno) + texts[0]
         return texts

@@ -454,3 +454,225 @@ def stored_in_a_display_then_appended(n):
 def test_a_row_stored_in_a_display_is_named_with_its_holder():
     with pytest.raises(tessera.UnsupportedError, match=r"'row' is put into 't' here"):
         tessera.jit(stored_in_a_display_then_appended)(3)
+
+
+# ---------------------------------------------------------------- rows of a table
+
+
+def lcs_row_names(a, b):
+    # the DP pattern: rows read through names while the table is written
+    d = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        prev = d[i - 1]
+        cur = d[i]
+        for j in range(1, len(b) + 1):
+            if a[i - 1] == b[j - 1]:
+                d[i][j] = prev[j - 1] + 1
+            else:
+                d[i][j] = max(prev[j], cur[j - 1])
+    return d[len(a)][len(b)], d
+
+
+def rows_by_tuple(n):
+    d = [[0] * 4 for _ in range(n)]
+    for i in range(1, n):
+        prev, cur = d[i - 1], d[i]
+        for j in range(4):
+            d[i][j] = prev[j] + j + (cur[j - 1] if j else 0)
+    return d
+
+
+def row_by_negative_index(n):
+    t = [[0] * 3 for _ in range(3)]
+    last = t[-1]
+    t[2][0] = n
+    t[-1][1] = n + 1
+    t[0][2] = 9
+    return last, t
+
+
+def row_grown_through_the_table(n):
+    t = [[1], [2]]
+    r = t[0]
+    for i in range(n):
+        t[0].append(i)
+        t[1].append(-i)
+    t[0] += [7]
+    return r, t
+
+
+def row_replaced_then_written(n):
+    t = [[0, 0], [0, 0]]
+    r = t[0]
+    t[0] = [5, 5]
+    t[0][1] = n
+    return r, t
+
+
+def dict_of_rows(n):
+    d = {"a": [0, 0], "b": [1, 1]}
+    r = d["a"]
+    d["a"][0] = n
+    d["b"][1] = n
+    return r, d
+
+
+def row_after_table_grew(n):
+    t = [[0]]
+    r = t[0]
+    t.append([1])
+    t[0][0] = n
+    return r
+
+
+ROW_CASES = [(lcs_row_names, ("abcbdab", "bdcaba")), (lcs_row_names, ("kitten", "sitting")),
+             (rows_by_tuple, (5,)), (row_by_negative_index, (4,)),
+             (row_grown_through_the_table, (3,)), (row_replaced_then_written, (3,)),
+             (dict_of_rows, (6,)), (row_after_table_grew, (2,))]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("f,args", ROW_CASES, ids=[f"{f.__name__}-{a[0]}" for f, a in ROW_CASES])
+def test_a_row_under_a_name_sees_the_tables_writes_as_python(f, args, threads):
+    assert tessera.jit(f, threads=threads)(*args) == f(*args)
+
+
+def row_then_table_reordered(n):
+    t = [[0], [1], [2]]
+    r = t[0]
+    t.insert(0, [9])
+    t[1][0] = n
+    return r
+
+
+def row_of_a_computed_index(xs):
+    t = [[0, 0], [0, 0]]
+    r = t[xs.index(1)]
+    t[1][0] = 5
+    return r
+
+
+@pytest.mark.parametrize("f,args", [(row_then_table_reordered, (3,)),
+                                    (row_of_a_computed_index, ([0, 1],))])
+def test_a_row_tessera_cannot_follow_is_refused(f, args):
+    with pytest.raises(tessera.UnsupportedError) as e:
+        tessera.jit(f)(*args)
+    msg = str(e.value)
+    assert "is an item of 't' (line " in msg and "read later" in msg, msg
+    assert "test_jit_aliases.py:" in msg, msg
+
+
+def same_row_twice(n):
+    row = [0] * 3
+    t = [row, row]
+    t[0][1] = n
+    return t
+
+
+def repeated_row(n):
+    t = [[0] * 3] * 2
+    t[0][1] = n
+    return t
+
+
+def repeated_rows_of_sizes(n, m):
+    t = [[0] * n] * m
+    t[0][0] = 5
+    return t
+
+
+def repeated_by_comprehension(n):
+    row = [0, 0]
+    t = [row for _ in range(n)]
+    t[0][0] = 1
+    return t
+
+
+def slot_copied(n):
+    t = [[0, 0], [1, 1]]
+    t[1] = t[0]
+    t[1][0] = n
+    return t
+
+
+def appended_twice(n):
+    rows = []
+    row = [0, 0]
+    for i in range(n):
+        rows.append(row)
+    rows[0][1] = 7
+    return rows
+
+
+def stored_row_read_later(n):
+    row = [0, 0]
+    t = [row, [1, 1]]
+    t[0][0] = n
+    return row
+
+
+def grown_through_the_table(n):
+    t = [[0]] * 2
+    t[0].append(n)
+    return t
+
+
+# (function, arguments, the line making the table, the line writing through it)
+SHARED = [(same_row_twice, (3,), 2, 3), (repeated_row, (3,), 1, 2),
+          (repeated_rows_of_sizes, (3, 2), 1, 2), (repeated_by_comprehension, (3,), 2, 3),
+          (slot_copied, (4,), 2, 3), (appended_twice, (3,), 4, 5),
+          (stored_row_read_later, (5,), 2, 3), (grown_through_the_table, (5,), 1, 2)]
+
+
+@pytest.mark.parametrize("f,args,made,written", SHARED, ids=[c[0].__name__ for c in SHARED])
+def test_one_list_held_twice_and_written_through_is_refused(f, args, made, written):
+    with pytest.raises(tessera.UnsupportedError) as e:
+        tessera.jit(f)(*args)
+    msg = str(e.value)
+    first = f.__code__.co_firstlineno
+    assert f"here and is changed in place through an item later (line {first + written})" \
+        in msg, msg
+    assert f"test_jit_aliases.py:{first + made}" in msg, msg
+
+
+def rows_made_apart(n, m):
+    t = [[0] * n for _ in range(m)]
+    t[0][0] = 5
+    return t
+
+
+def one_repeated_row(n):
+    t = [[0] * n] * 1  # one row: nothing shared
+    t[0][0] = 5
+    return t
+
+
+def repeated_numbers(n):
+    t = [0] * n
+    t[0] += 1
+    return t
+
+
+def repeated_rows_replaced(n):
+    t = [[0] * 2] * n
+    for i in range(n):
+        t[i] = [i, i]
+    return t
+
+
+def rows_appended_fresh(n):
+    rows = []
+    for i in range(n):
+        row = [i, i]
+        rows.append(row)
+    rows[0][0] = 9
+    return rows
+
+
+LOOK_ALIKE_TABLES = [(rows_made_apart, (3, 2)), (one_repeated_row, (3,)), (repeated_numbers, (4,)),
+                     (repeated_rows_replaced, (3,)), (rows_appended_fresh, (3,))]
+
+
+@pytest.mark.parametrize("f,args", LOOK_ALIKE_TABLES, ids=[f.__name__ for f, _ in LOOK_ALIKE_TABLES])
+def test_tables_of_separate_rows_keep_pythons_answer(f, args):
+    assert tessera.jit(f)(*args) == f(*args)
