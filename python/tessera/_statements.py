@@ -264,18 +264,19 @@ class StatementsMixin:
         args, kws = self.call_args(call)
         if kws or len(args) != 1:
             return None
-        helper = self.b.helper("__list_append" if attr == "append" else "__list_extend")
+        self.b.helper("__py_type_name")
+        kind = "list_append" if attr == "append" else "list_extend"
         item = self.expr(args[0])
         if isinstance(recv, ast.Subscript) and isinstance(recv.value, (ast.Name, ast.Subscript)):
             current = f"getitem({', '.join([self.expr(recv.value)] + self.index(recv.slice))})"
-            return self.setitem(recv, f"{helper}({current}, {item})")
+            return self.setitem(recv, self.inline(kind, current, item))
         if (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) and
                 recv.func.attr == "setdefault" and isinstance(recv.func.value, ast.Name) and
                 self.is_variable(recv.func.value.id)):
             d = recv.func.value
             key, default = self.setdefault_args(recv)
             k = self.b.tmp("k")
-            grown = f"{helper}(get({self.expr(d)}, {k}, {default}), {item})"
+            grown = self.inline(kind, f"get({self.expr(d)}, {k}, {default})", item)
             rebound = self.rebind(d.id, f"setitem({self.expr(d)}, {grown}, {k})", call)
             return f"block(define({k}, {key}), {rebound})"
         return None

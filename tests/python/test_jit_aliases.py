@@ -676,3 +676,100 @@ LOOK_ALIKE_TABLES = [(rows_made_apart, (3, 2)), (one_repeated_row, (3,)), (repea
 @pytest.mark.parametrize("f,args", LOOK_ALIKE_TABLES, ids=[f.__name__ for f, _ in LOOK_ALIKE_TABLES])
 def test_tables_of_separate_rows_keep_pythons_answer(f, args):
     assert tessera.jit(f)(*args) == f(*args)
+
+
+# ---------------------------------------------------------------- errors of the translator's expansions
+
+
+def set_min_empty(n):
+    s = set(range(n))
+    return min(s)
+
+
+def set_max_empty(n):
+    s = set(range(n))
+    return max(s)
+
+
+def set_sum_floats(n):
+    s = {0.5 * i for i in range(n)}
+    return sum(s)
+
+
+def append_to_a_number(n):
+    d = {0: n}
+    d[0].append(n)
+    return d
+
+
+def extend_a_number(n):
+    d = {0: n}
+    d.setdefault(0, []).extend([n])
+    return d
+
+
+def digits(s):
+    return [int(c) for c in str(s)]
+
+
+def sum_of_mixed(xs):
+    return sum(xs)
+
+
+def sum_of_a_display(x):
+    return sum([x, "a"])
+
+
+def index_tuples(x):
+    s = 0.0
+    for idx in np.ndindex(3):
+        s += x[idx]
+    return s
+
+
+def rounded(x):
+    return round(x)
+
+
+def columns(a, b):
+    return np.c_[a, b]
+
+
+def item_of(x):
+    return x.item()
+
+
+def to_list_of(x):
+    return x.tolist()
+
+
+# (function, arguments, Python's exception, the error's line in the function);
+# None: the error is tessera's own (its message is checked by its own tests).
+EXPANSION_ERRORS = [
+    (set_min_empty, (0,), ValueError, 2), (set_max_empty, (0,), ValueError, 2),
+    (set_sum_floats, (3,), None, 2), (append_to_a_number, (1,), AttributeError, 2),
+    (extend_a_number, (1,), AttributeError, 2), (digits, ("1a",), ValueError, 1),
+    (sum_of_mixed, ([1, "a"],), TypeError, 1), (sum_of_a_display, (1,), TypeError, 1),
+    (index_tuples, (np.zeros(2),), IndexError, 3), (rounded, ("s",), None, 1),
+    (columns, (np.zeros(2), "s"), None, 1), (item_of, (np.zeros(2),), ValueError, 1),
+    (to_list_of, ("s",), None, 1),
+]
+
+
+@pytest.mark.parametrize("f,args,exc,line", EXPANSION_ERRORS,
+                         ids=[c[0].__name__ for c in EXPANSION_ERRORS])
+def test_an_expansions_error_names_the_users_line(f, args, exc, line):
+    # sum(), min(), max() of a set, d[k].append(), int(str), x[idx], round(),
+    # np.c_, x.item(), x.tolist(): the translator's text for them used to name
+    # the program's text (<jit f>:line:col) instead of the user's line.
+    if exc is not None:
+        with pytest.raises(exc) as want:
+            f(*copy.deepcopy(args))
+    with pytest.raises(Exception) as got:
+        tessera.jit(f)(*copy.deepcopy(args))
+    msg = str(got.value)
+    assert f"(at test_jit_aliases.py:{f.__code__.co_firstlineno + line})" in msg, msg
+    assert "<jit" not in msg, msg
+    if exc is not None:
+        assert isinstance(got.value, exc), msg
+        assert str(want.value) in msg, (str(want.value), msg)
