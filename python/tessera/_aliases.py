@@ -138,12 +138,15 @@ class ReadAfter:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
                 self.loads.setdefault(n.id, []).append(n)
 
-    def __call__(self, stmt, name):
+    def __call__(self, stmt, name, rebinding_loop=None):
+        """``rebinding_loop``: a loop whose next turn binds ``name`` first."""
         loads = self.loads.get(name, ())
         end = getattr(stmt, "end_lineno", stmt.lineno)
         if any(n.lineno > end for n in loads):
             return True
         for loop in self.loops:
+            if loop is rebinding_loop:
+                continue
             if loop.lineno <= stmt.lineno and stmt.lineno <= loop.end_lineno and any(
                     loop.lineno <= n.lineno <= loop.end_lineno for n in loads):
                 return True
@@ -229,6 +232,19 @@ def _made_pairs(stmt, variables) -> list:
     return out
 
 
+def _loop_elems(loop, variables) -> list:
+    """``for row in t`` / ``for i, row in enumerate(t)``: the loop's variable
+    bound to each item of a variable in turn (which item, tessera does not follow:
+    no index)."""
+    it, target = loop.iter, loop.target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" \
+            and len(it.args) == 1 and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+        it, target = it.args[0], target.elts[1]
+    if isinstance(it, ast.Name) and it.id in variables and isinstance(target, ast.Name):
+        return [Elem(loop, target.id, it.id, None)]
+    return []
+
+
 def _made_elems(stmt, variables) -> list:
     """``cur = t[i]``, ``prev, cur = t[i - 1], t[i]``: the names bound to an
     element of a variable (not a slice: a new list)."""
@@ -273,6 +289,9 @@ class _Walk:
             start = state
             if isinstance(s, (ast.For, ast.AsyncFor)):
                 state = self.rebind(state, _bound_names(s))
+                for e in _loop_elems(s, self.variables):
+                    state = dict(state)
+                    state[("elem", id(s), e.name)] = e
             once = self.block(s.body, dict(state))
             again = self.block(s.body, _merge(state, once))
             out = _merge(start, once, again)
@@ -326,7 +345,9 @@ class _Walk:
         for root, sub in deep:
             for p in state.values():
                 if isinstance(p, Elem):
-                    if p.container == root and p.origin is not s and self.read_after(s, p.name):
+                    loop = p.origin if isinstance(p.origin, ast.For) else None
+                    if p.container == root and p.origin is not s \
+                            and self.read_after(s, p.name, loop):
                         entry = self.refreshes.setdefault(id(s), (s, {}))[1]
                         entry.setdefault((p.name, root), (p, sub))
                 elif p.holder == root and p.live() and id(p.origin) not in self.hazards \

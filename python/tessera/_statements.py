@@ -20,6 +20,8 @@ from ._aliases import static_hazard
 
 def _simple(node) -> bool:
     """An expression evaluated twice to the same value: names, constants, + - * // %."""
+    if node is None:
+        return False
     if isinstance(node, (ast.Name, ast.Constant)):
         return True
     if isinstance(node, ast.UnaryOp):

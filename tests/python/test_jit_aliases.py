@@ -773,3 +773,39 @@ def test_an_expansions_error_names_the_users_line(f, args, exc, line):
     if exc is not None:
         assert isinstance(got.value, exc), msg
         assert str(want.value) in msg, (str(want.value), msg)
+
+
+def loop_row_read_after_table_written(n):
+    t = [[0, 0], [0, 0]]
+    out = []
+    for row in t:
+        t[0][0] = n
+        out.append(row[0])
+    return out
+
+
+def enumerated_row_read_after(n):
+    t = [[0, 0], [0, 0]]
+    out = []
+    for i, row in enumerate(t):
+        t[i][1] = n
+        out.append(row[1])
+    return out
+
+
+def loop_row_read_before_table_written(n):
+    t = [[1, 2], [3, 4]]
+    s = 0
+    for row in t:
+        s += row[0]
+        t[0][1] = n
+    return s, t
+
+
+def test_a_loops_row_read_after_the_table_is_written_is_refused():
+    for f in (loop_row_read_after_table_written, enumerated_row_read_after):
+        assert f(5) != [0, 0]  # Python: the row shows the write
+        with pytest.raises(tessera.UnsupportedError, match=r"'row' is an item of 't' \(line \d+\)"):
+            tessera.jit(f)(5)
+    f = loop_row_read_before_table_written
+    assert tessera.jit(f)(7) == f(7)
