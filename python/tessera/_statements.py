@@ -215,7 +215,10 @@ class StatementsMixin:
         if holder is not None and value is not None and _self_element(value, holder):
             text = self.expr(value)
         elif holder is not None:
-            text = self.name(next(iter(names)), node)
+            # the name stored (rebound since, for a table holding it twice: its first item)
+            stored = sorted(names) or [e.id for e in getattr(value, "elts", ())
+                                       if isinstance(e, ast.Name)]
+            text = self.name(stored[0], node) if stored else "nil"
         else:
             text = self.name(node.value.id, node)
         return [hazard_check(names, holder, change, text, T.ERROR_TAG, kind)], []

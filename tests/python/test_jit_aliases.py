@@ -611,6 +611,14 @@ def stored_row_read_later(n):
     return row
 
 
+def twice_then_rebound(n):
+    row = [0, 0]
+    t = [row, row]
+    row = [9]
+    t[0][0] = n
+    return t, row
+
+
 def grown_through_the_table(n):
     t = [[0]] * 2
     t[0].append(n)
@@ -621,7 +629,8 @@ def grown_through_the_table(n):
 SHARED = [(same_row_twice, (3,), 2, 3), (repeated_row, (3,), 1, 2),
           (repeated_rows_of_sizes, (3, 2), 1, 2), (repeated_by_comprehension, (3,), 2, 3),
           (slot_copied, (4,), 2, 3), (appended_twice, (3,), 4, 5),
-          (stored_row_read_later, (5,), 2, 3), (grown_through_the_table, (5,), 1, 2)]
+          (stored_row_read_later, (5,), 2, 3), (twice_then_rebound, (5,), 2, 4),
+          (grown_through_the_table, (5,), 1, 2)]
 
 
 @pytest.mark.parametrize("f,args,made,written", SHARED, ids=[c[0].__name__ for c in SHARED])
@@ -653,6 +662,13 @@ def repeated_numbers(n):
     return t
 
 
+def a_number_twice(n):
+    x = n * 2
+    t = [x, x]
+    t[0] += 1
+    return t
+
+
 def repeated_rows_replaced(n):
     t = [[0] * 2] * n
     for i in range(n):
@@ -670,6 +686,7 @@ def rows_appended_fresh(n):
 
 
 LOOK_ALIKE_TABLES = [(rows_made_apart, (3, 2)), (one_repeated_row, (3,)), (repeated_numbers, (4,)),
+                     (a_number_twice, (3,)),
                      (repeated_rows_replaced, (3,)), (rows_appended_fresh, (3,))]
 
 
