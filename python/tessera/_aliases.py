@@ -253,8 +253,9 @@ def _made_elems(stmt, variables) -> list:
         return out
     for top in stmt.targets:
         pairs = [(top, stmt.value)]
-        if isinstance(top, (ast.Tuple, ast.List)) and isinstance(stmt.value, (ast.Tuple, ast.List)) \
-                and len(top.elts) == len(stmt.value.elts):
+        both = isinstance(top, (ast.Tuple, ast.List)) and isinstance(stmt.value,
+                                                                     (ast.Tuple, ast.List))
+        if both and len(top.elts) == len(stmt.value.elts):
             pairs = list(zip(top.elts, stmt.value.elts))
         for t, v in pairs:
             if isinstance(t, ast.Name) and isinstance(v, ast.Subscript) \

@@ -210,7 +210,8 @@ class StatementsMixin:
             items = " || ".join(f"is_mutable_container(getitem({t}, {i}))"
                                 for i in range(rep[0]))
             check = hazard_check(names, holder, change, "", T.ERROR_TAG, kind)
-            check = check.replace("if(is_mutable_container(), ", f"if(len({t}) > {rep[0]} && ({items}), ")
+            check = check.replace("if(is_mutable_container(), ",
+                                  f"if(len({t}) > {rep[0]} && ({items}), ")
             return [], [check]
         if holder is not None and value is not None and _self_element(value, holder):
             text = self.expr(value)

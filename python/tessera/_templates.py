@@ -113,7 +113,8 @@ INLINE = {
     "py_sum_list": """block(define($x, $1), define($t, 0), define($i, 0), define($n, len($x)),
   while($i < $n, block(define($t, $t + getitem($x, $i)), define($i, $i + 1))), $t)""",
     # round(x) without digits: an int for a number, as Python
-    "round_int": """block(define($x, $1), if(ndim($x) == 0, astype(round($x), "int64"), round($x)))""",
+    "round_int": """block(define($x, $1),
+  if(ndim($x) == 0, astype(round($x), "int64"), round($x)))""",
     # an item of np.c_[...]: a 1-d array as a column
     "c_column": """block(define($x, $1), if(ndim($x) == 1, reshape($x, list(-1, 1)), $x))""",
     # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
