@@ -482,10 +482,6 @@ def alias_analysis(fdef) -> Analysis:
     return Analysis(w.hazards, w.refreshes, w.shifts, _plain_bindings(fdef))
 
 
-def alias_hazards(fdef) -> dict:
-    """The hazards of alias_analysis."""
-    return alias_analysis(fdef).hazards
-
 
 def hazard_check(names, holder, change, value_text: str, error_tag: str,
                  kind: str = "changed") -> str:
@@ -521,5 +517,5 @@ def static_hazard(stmt) -> bool:
         stmt.value, ast.Name)
 
 
-__all__ = ["Analysis", "alias_analysis", "alias_hazards", "deep_changes", "hazard_check",
+__all__ = ["Analysis", "alias_analysis", "deep_changes", "hazard_check",
            "repetition", "static_hazard"]
