@@ -127,6 +127,45 @@ def repetition(value):
     return None
 
 
+def _linear(node):
+    """``node`` as ``{name: coefficient, None: constant}`` when it is a sum of
+    integer multiples of names and integers (``i - 1``, ``2 * k + j``), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return {None: node.value}
+    if isinstance(node, ast.Name):
+        return {node.id: 1}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _linear(node.operand)
+        return None if inner is None else {k: -v for k, v in inner.items()}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        a, b = _linear(node.left), _linear(node.right)
+        if a is None or b is None:
+            return None
+        if isinstance(node.op, ast.Mult):
+            if set(a) == {None}:
+                a, b = b, a
+            if set(b) != {None}:
+                return None
+            return {k: v * b[None] for k, v in a.items()}
+        sign = 1 if isinstance(node.op, ast.Add) else -1
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out
+    return None
+
+
+def _differ_by_constant(a, b) -> bool:
+    """Whether two linear forms differ by a nonzero constant (``i - 1`` and ``i``)."""
+    la, lb = _linear(a), _linear(b)
+    if la is None or lb is None:
+        return False
+    diff = dict(la)
+    for k, v in lb.items():
+        diff[k] = diff.get(k, 0) - v
+    return diff.get(None, 0) != 0 and all(v == 0 for k, v in diff.items() if k is not None)
+
+
 class ReadAfter:
     """Whether a name is read after a statement: on a later line, or anywhere in
     a loop holding the statement (its next turn). It errs towards a read."""
@@ -266,8 +305,9 @@ def _made_elems(stmt, variables) -> list:
 
 
 class _Walk:
-    def __init__(self, variables, read_after, counters=frozenset()):
+    def __init__(self, variables, read_after, counters=frozenset(), bindings=None):
         self.variables = variables
+        self.bindings = bindings or {}  # name -> how many places bind it
         self.counters = counters  # names only ever numbers of range()
         self.read_after = read_after
         # id(origin) -> (origin, names, holder, changing statement, kind)
@@ -336,6 +376,23 @@ class _Walk:
             state[("elem", id(e.origin), e.name)] = e
         return state
 
+    def never_same(self, elem, change, sub) -> bool:
+        """Whether the row ``change`` writes (``sub``, holder[X]) is never
+        ``elem``'s (``prev = d[i - 1]`` then ``d[i][j] = v`` in the same turn):
+        X and the row's index differ by a constant, their names are bound only
+        by the target of one loop, whose body holds ``elem``'s binding before
+        ``change``."""
+        index = elem.index
+        if index is None or not _differ_by_constant(index, sub.slice):
+            return False
+        names = {n.id for n in ast.walk(index) if isinstance(n, ast.Name)}
+        for loop in self.read_after.loops:
+            if isinstance(loop, ast.For) and any(s is elem.origin for s in loop.body) \
+                    and elem.origin.lineno < change.lineno <= loop.end_lineno:
+                targets = {t.id for t in _targets(loop.target) if isinstance(t, ast.Name)}
+                return names <= targets and all(self.bindings.get(n) == 1 for n in names)
+        return False
+
     def through_elements(self, s, state: dict, changed) -> None:
         """A change through an element of a holder (``t[i][j] = v``): a hazard for
         a holder holding an object twice, or one whose name is read later; a
@@ -348,7 +405,8 @@ class _Walk:
                 if isinstance(p, Elem):
                     loop = p.origin if isinstance(p.origin, ast.For) else None
                     if p.container == root and p.origin is not s \
-                            and self.read_after(s, p.name, loop):
+                            and self.read_after(s, p.name, loop) \
+                            and not self.never_same(p, s, sub):
                         entry = self.refreshes.setdefault(id(s), (s, {}))[1]
                         entry.setdefault((p.name, root), (p, sub))
                 elif p.holder == root and p.live() and id(p.origin) not in self.hazards \
@@ -477,7 +535,13 @@ def alias_analysis(fdef) -> Analysis:
               and isinstance(n.ctx, ast.Store)} - {
         t.id for n in ast.walk(fdef) if isinstance(n, ast.For) for t in _targets(n.target)
         if isinstance(t, ast.Name)}
-    w = _Walk(variables, ReadAfter(fdef), frozenset(counters - others))
+    bindings: dict = {}
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            bindings[n.id] = bindings.get(n.id, 0) + 1
+        elif isinstance(n, ast.arg):
+            bindings[n.arg] = bindings.get(n.arg, 0) + 1
+    w = _Walk(variables, ReadAfter(fdef), frozenset(counters - others), bindings)
     w.block(fdef.body, {})
     return Analysis(w.hazards, w.refreshes, w.shifts, _plain_bindings(fdef))
 

@@ -525,7 +525,31 @@ def row_after_table_grew(n):
     return r
 
 
-ROW_CASES = [(lcs_row_names, ("abcbdab", "bdcaba")), (lcs_row_names, ("kitten", "sitting")),
+def row_ahead_written_next_turn(n):
+    # nxt = d[i + 1] is the row d[i] the next turn writes before nxt is rebound
+    d = [[0] * 2 for _ in range(n + 1)]
+    out = 0
+    for i in range(n):
+        d[i][0] += i + 1
+        if i > 0:
+            out += nxt[0]  # noqa: F821 -- bound the turn before
+        nxt = d[i + 1]
+    return out
+
+
+def row_behind_with_index_moved(n):
+    d = [[1] * 3 for _ in range(n + 1)]
+    i = 1
+    while i < n:
+        prev = d[i - 1]
+        i += 1
+        d[i - 2][1] = i
+        d[i][0] = prev[1]
+    return d
+
+
+ROW_CASES = [(row_ahead_written_next_turn, (4,)), (row_behind_with_index_moved, (5,)),
+             (lcs_row_names, ("abcbdab", "bdcaba")), (lcs_row_names, ("kitten", "sitting")),
              (rows_by_tuple, (5,)), (row_by_negative_index, (4,)),
              (row_grown_through_the_table, (3,)), (row_replaced_then_written, (3,)),
              (dict_of_rows, (6,)), (row_after_table_grew, (2,))]
