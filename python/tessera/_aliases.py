@@ -301,7 +301,26 @@ def _made_elems(stmt, variables) -> list:
                     and isinstance(v.value, ast.Name) and v.value.id in variables \
                     and not isinstance(v.slice, ast.Slice):
                 out.append(Elem(stmt, t.id, v.value.id, v.slice))
+            elif isinstance(t, ast.Name) and _element_call(v, variables):
+                out.append(Elem(stmt, t.id, _element_call(v, variables), None))
     return out
+
+
+def _element_call(value, variables):
+    """The variable whose item ``value`` gives: ``d.get(k)``, ``d.setdefault(k, [])``,
+    ``max(rows, key=len)``, ``min(rows)`` (which item, tessera does not follow)."""
+    if not isinstance(value, ast.Call):
+        return None
+    f, args = value.func, value.args
+    if isinstance(f, ast.Attribute) and f.attr in ("get", "setdefault") \
+            and isinstance(f.value, ast.Name):
+        holder = f.value.id
+    elif isinstance(f, ast.Name) and f.id in ("max", "min") and len(args) == 1 \
+            and isinstance(args[0], ast.Name):
+        holder = args[0].id
+    else:
+        return None
+    return holder if holder in variables else None
 
 
 class _Walk:
@@ -315,6 +334,7 @@ class _Walk:
         # id(change) -> (change, {(Elem's name, container): (Elem, subscript changed)})
         self.refreshes: dict = {}
         self.shifts: dict = {}  # id(change) -> (change, {(name, container)})
+        self.elems: list = []  # every Elem made
 
     def block(self, stmts, state: dict) -> dict:
         for s in stmts:
@@ -372,6 +392,7 @@ class _Walk:
             again = old is not None and old.live() and bool(names & old.names)
             state[_key(p)] = Pair(p.origin, names, p.holder, p.repeated or again, p.direct)
         for e in _made_elems(s, self.variables):
+            self.elems.append(e)
             state = dict(state)
             state[("elem", id(e.origin), e.name)] = e
         return state
@@ -508,13 +529,14 @@ class Analysis:
     """What _Walk found in a function: ``hazards`` (``{id(statement): (statement,
     names, holder, change, kind)}``: statements making two names, or a name and a
     holder, of one object that ``change`` changes in place while they share it),
-    ``refreshes`` and ``shifts`` (see _Walk), and ``plain`` (_plain_bindings)."""
+    ``refreshes``, ``shifts`` and ``elems`` (see _Walk), and ``plain`` (_plain_bindings)."""
 
-    def __init__(self, hazards=None, refreshes=None, shifts=None, plain=frozenset()):
+    def __init__(self, hazards=None, refreshes=None, shifts=None, plain=frozenset(), elems=()):
         self.hazards = hazards or {}
         self.refreshes = refreshes or {}
         self.shifts = shifts or {}
         self.plain = plain
+        self.elems = list(elems)
 
 
 def alias_analysis(fdef) -> Analysis:
@@ -543,7 +565,7 @@ def alias_analysis(fdef) -> Analysis:
             bindings[n.arg] = bindings.get(n.arg, 0) + 1
     w = _Walk(variables, ReadAfter(fdef), frozenset(counters - others), bindings)
     w.block(fdef.body, {})
-    return Analysis(w.hazards, w.refreshes, w.shifts, _plain_bindings(fdef))
+    return Analysis(w.hazards, w.refreshes, w.shifts, _plain_bindings(fdef), w.elems)
 
 
 

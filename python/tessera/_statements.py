@@ -82,10 +82,14 @@ class StatementsMixin:
         ``self.keys`` ``{(name, holder): (key variable, holder-is-a-list variable)}``,
         and their first definitions (nil: no row)."""
         self.keys = {}
+        # a pair is followed when every binding of the name to the holder's rows
+        # has a plain index (evaluated again for the key)
+        unkeyed = {(e.name, e.container) for e in analysis.elems if not _simple(e.index)}
         for _, entries in analysis.refreshes.values():
             for (name, holder), (elem, _) in entries.items():
-                if (name, holder) not in self.keys and {name, holder} <= analysis.plain \
-                        and _simple(elem.index) and name != holder:
+                if (name, holder) not in self.keys and (name, holder) not in unkeyed \
+                        and name != holder \
+                        and {name, holder} <= analysis.plain and _simple(elem.index):
                     self.keys[(name, holder)] = RowKey(self.b)
         # plain values (no nil), so that a loop using them keeps its native code
         return [f"define({k.key}, 0), define({k.rows}, false), define({k.held}, false), "

@@ -850,3 +850,34 @@ def test_a_loops_row_read_after_the_table_is_written_is_refused():
             tessera.jit(f)(5)
     f = loop_row_read_before_table_written
     assert tessera.jit(f)(7) == f(7)
+
+
+def got_row_read_after(n):
+    d = {"a": [0, 0]}
+    r = d.get("a")
+    d["a"][0] = n
+    return r
+
+
+def longest_row_read_after(n):
+    rows = [[0], [0, 0]]
+    m = max(rows, key=len)
+    rows[1][0] = n
+    return m
+
+
+def row_bound_two_ways(n):
+    t = [[0, 0], [1, 1]]
+    r = t[0]
+    if n > 2:
+        r = t[len(t[0]) - 1]
+    t[1][0] = n
+    return r
+
+
+@pytest.mark.parametrize("f,arg", [(got_row_read_after, 5), (longest_row_read_after, 5),
+                                   (row_bound_two_ways, 5)])
+def test_a_row_a_call_or_a_computed_index_gave_is_refused_when_written(f, arg):
+    assert f(arg) != f(0)  # Python: the name shows the table's write
+    with pytest.raises(tessera.UnsupportedError, match=r"is an item of '\w+' \(line \d+\)"):
+        tessera.jit(f)(arg)
