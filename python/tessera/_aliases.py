@@ -16,13 +16,19 @@ functions or comprehensions), both branches of an ``if``, loop bodies twice
 pairs it was in.  It errs on the side of refusing (a change in a branch not
 taken is counted), except for ``xs += ys`` on a name, which is mostly a number's
 new binding and is not counted as a change.
+
+Changes through an element (``t[i][j] = v``, ``t[i].append(v)``) are followed too:
+a table holding one row twice (``[row, row]``, ``[[0] * n] * m``, ``t[1] = t[0]``)
+is refused when a row is changed that way; a name bound to a row (``cur = t[i]``)
+that is read after such a change is brought up to date at run time when the row
+changed is its own (Refresh), as Python's shared row would be.
 """
 
 from __future__ import annotations
 
 import ast
 
-from ._list_args import _root, _targets, changed_roots
+from ._list_args import _CHANGING_METHODS, _root, _targets, changed_roots
 
 # Methods that store their argument in the receiver: ``rows.append(row)``.
 _STORING_METHODS = {"append": 0, "insert": 1, "setdefault": 1}
@@ -32,13 +38,27 @@ class Pair:
     """Names that reach one object since ``origin`` (a statement), and the
     variable holding it as an element (``rows`` of ``rows.append(row)``), if any."""
 
-    __slots__ = ("origin", "names", "holder")
+    __slots__ = ("origin", "names", "holder", "repeated", "direct")
 
-    def __init__(self, origin, names, holder=None):
+    def __init__(self, origin, names, holder=None, repeated=False, direct=True):
         self.origin, self.names, self.holder = origin, frozenset(names), holder
+        self.repeated = repeated  # the holder holds the object more than once
+        self.direct = direct  # as an item of the holder, not an item's (t[i][j] = v)
 
     def live(self) -> bool:
-        return len(self.names) >= (1 if self.holder else 2)
+        if self.holder:
+            return bool(self.names) or self.repeated
+        return len(self.names) >= 2
+
+
+class Elem:
+    """``name = container[index]`` (``origin``): the name reaches one of the
+    container's objects, which a change through the container changes too."""
+
+    __slots__ = ("origin", "name", "container", "index")
+
+    def __init__(self, origin, name, container, index):
+        self.origin, self.name, self.container, self.index = origin, name, container, index
 
 
 def _key(p: Pair):
@@ -50,8 +70,126 @@ def _merge(*states) -> dict:
     for st in states:
         for k, p in st.items():
             q = out.get(k)
-            out[k] = p if q is None else Pair(p.origin, p.names | q.names, p.holder)
+            if q is None or isinstance(p, Elem):
+                out[k] = p
+            else:
+                out[k] = Pair(p.origin, p.names | q.names, p.holder, p.repeated or q.repeated,
+                              p.direct)
     return out
+
+
+def deep_changes(stmt) -> list:
+    """The changes in place a statement makes through an element of a variable:
+    ``(variable, its subscript)`` for ``t[i][j] = v``, ``t[i][j] op= v``,
+    ``del t[i][j]``, ``t[i] += xs`` (a list extended in place) and
+    ``t[i].append(v)`` (any changing method)."""
+    nodes = []
+    if isinstance(stmt, (ast.Assign, ast.Delete)):
+        for top in stmt.targets:
+            nodes += [t.value for t in _targets(top) if isinstance(t, ast.Subscript)]
+    elif isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Subscript):
+        nodes.append(stmt.target.value)
+        if isinstance(stmt.op, (ast.Add, ast.Mult, ast.BitOr)):
+            nodes.append(stmt.target)  # the element itself, when it is a list or dict
+    elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        if isinstance(f, ast.Attribute) and f.attr in _CHANGING_METHODS:
+            nodes.append(f.value)
+    out = []
+    for n in nodes:
+        if isinstance(n, ast.Subscript) and _root(n) is not None:
+            while isinstance(n.value, ast.Subscript):
+                n = n.value
+            out.append((n.value.id, n))
+    return out
+
+
+def _self_element(value, holder: str) -> bool:
+    """Whether ``value`` is an element of ``holder`` itself (``t[0]``)."""
+    return (isinstance(value, ast.Subscript) and not isinstance(value.slice, ast.Slice)
+            and isinstance(value.value, ast.Name) and value.value.id == holder)
+
+
+def repetition(value):
+    """``[E1, ..., Ek] * m`` (or ``m * [...]``, or ``[row for _ in ...]`` of a name
+    bound outside): ``(k, display)``, whose items a list holds more than once
+    when it is longer than k; None otherwise."""
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult):
+        for side in (value.left, value.right):
+            if isinstance(side, ast.List) and side.elts and not any(
+                    isinstance(e, (ast.Constant, ast.Starred)) for e in side.elts):
+                return len(side.elts), side
+    if isinstance(value, ast.ListComp) and isinstance(value.elt, ast.Name):
+        bound = {t.id for g in value.generators for t in _targets(g.target)
+                 if isinstance(t, ast.Name)}
+        if value.elt.id not in bound:
+            return 1, value
+    return None
+
+
+def _linear(node):
+    """``node`` as ``{name: coefficient, None: constant}`` when it is a sum of
+    integer multiples of names and integers (``i - 1``, ``2 * k + j``), else None."""
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return {None: node.value}
+    if isinstance(node, ast.Name):
+        return {node.id: 1}
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _linear(node.operand)
+        return None if inner is None else {k: -v for k, v in inner.items()}
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        a, b = _linear(node.left), _linear(node.right)
+        if a is None or b is None:
+            return None
+        if isinstance(node.op, ast.Mult):
+            if set(a) == {None}:
+                a, b = b, a
+            if set(b) != {None}:
+                return None
+            return {k: v * b[None] for k, v in a.items()}
+        sign = 1 if isinstance(node.op, ast.Add) else -1
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = out.get(k, 0) + sign * v
+        return out
+    return None
+
+
+def _differ_by_constant(a, b) -> bool:
+    """Whether two linear forms differ by a nonzero constant (``i - 1`` and ``i``)."""
+    la, lb = _linear(a), _linear(b)
+    if la is None or lb is None:
+        return False
+    diff = dict(la)
+    for k, v in lb.items():
+        diff[k] = diff.get(k, 0) - v
+    return diff.get(None, 0) != 0 and all(v == 0 for k, v in diff.items() if k is not None)
+
+
+class ReadAfter:
+    """Whether a name is read after a statement: on a later line, or anywhere in
+    a loop holding the statement (its next turn). It errs towards a read."""
+
+    def __init__(self, fdef):
+        self.loads: dict = {}
+        self.loops = [n for n in ast.walk(fdef) if isinstance(n, (ast.For, ast.While))]
+        for n in ast.walk(fdef):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                self.loads.setdefault(n.id, []).append(n)
+
+    def __call__(self, stmt, name, rebinding_loop=None):
+        """``rebinding_loop``: a loop whose next turn binds ``name`` first."""
+        loads = self.loads.get(name, ())
+        end = getattr(stmt, "end_lineno", stmt.lineno)
+        if any(n.lineno > end for n in loads):
+            return True
+        for loop in self.loops:
+            if loop is rebinding_loop:
+                continue
+            if loop.lineno <= stmt.lineno and stmt.lineno <= loop.end_lineno and any(
+                    loop.lineno <= n.lineno <= loop.end_lineno for n in loads):
+                return True
+        return False
 
 
 def _bound_names(stmt) -> set:
@@ -102,12 +240,23 @@ def _made_pairs(stmt, variables) -> list:
         if isinstance(v, ast.Name) and v.id in variables:
             for top in stmt.targets:
                 if isinstance(top, ast.Subscript) and _root(top) is not None:
-                    out.append(Pair(stmt, [v.id], holder=_root(top)))
-        if isinstance(v, (ast.List, ast.Tuple, ast.Dict)) and names:
+                    out.append(Pair(stmt, [v.id], holder=_root(top),
+                                    direct=isinstance(top.value, ast.Name)))
+        rep = repetition(v) if names else None
+        if rep is not None:
+            # [row] * m, [[0] * n] * m, [row for _ in range(m)]: one pair, repeated
+            shown = rep[1].elts if isinstance(rep[1], ast.List) else [rep[1].elt]
+            held = [e.id for e in shown if isinstance(e, ast.Name) and e.id in variables]
+            out.append(Pair(stmt, held, holder=names[0], repeated=True))
+        elif isinstance(v, (ast.List, ast.Tuple, ast.Dict)) and names:
             items = v.values if isinstance(v, ast.Dict) else v.elts
             for e in items:
                 if isinstance(e, ast.Name) and e.id in variables:
-                    out.append(Pair(stmt, [e.id], holder=names[0]))
+                    twice = sum(isinstance(x, ast.Name) and x.id == e.id for x in items) > 1
+                    out.append(Pair(stmt, [e.id], holder=names[0], repeated=twice))
+        for top in stmt.targets:
+            if isinstance(top, ast.Subscript) and _root(top) and _self_element(v, _root(top)):
+                out.append(Pair(stmt, [], holder=_root(top), repeated=True))
     elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
         f = stmt.value.func
         args = stmt.value.args
@@ -117,13 +266,75 @@ def _made_pairs(stmt, variables) -> list:
             if holder is not None and len(args) > i and isinstance(args[i], ast.Name) \
                     and args[i].id in variables:
                 out.append(Pair(stmt, [args[i].id], holder=holder))
+            elif holder is not None and len(args) > i and _self_element(args[i], holder):
+                out.append(Pair(stmt, [], holder=holder, repeated=True))
     return out
 
 
+def _loop_elems(loop, variables) -> list:
+    """``for row in t`` / ``for i, row in enumerate(t)``: the loop's variable
+    bound to each item of a variable in turn (which item, tessera does not follow:
+    no index)."""
+    it, target = loop.iter, loop.target
+    if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" \
+            and len(it.args) == 1 and isinstance(target, ast.Tuple) and len(target.elts) == 2:
+        it, target = it.args[0], target.elts[1]
+    if isinstance(it, ast.Name) and it.id in variables and isinstance(target, ast.Name):
+        return [Elem(loop, target.id, it.id, None)]
+    return []
+
+
+def _made_elems(stmt, variables) -> list:
+    """``cur = t[i]``, ``prev, cur = t[i - 1], t[i]``: the names bound to an
+    element of a variable (not a slice: a new list)."""
+    out = []
+    if not isinstance(stmt, ast.Assign):
+        return out
+    for top in stmt.targets:
+        pairs = [(top, stmt.value)]
+        both = isinstance(top, (ast.Tuple, ast.List)) and isinstance(stmt.value,
+                                                                     (ast.Tuple, ast.List))
+        if both and len(top.elts) == len(stmt.value.elts):
+            pairs = list(zip(top.elts, stmt.value.elts))
+        for t, v in pairs:
+            if isinstance(t, ast.Name) and isinstance(v, ast.Subscript) \
+                    and isinstance(v.value, ast.Name) and v.value.id in variables \
+                    and not isinstance(v.slice, ast.Slice):
+                out.append(Elem(stmt, t.id, v.value.id, v.slice))
+            elif isinstance(t, ast.Name) and _element_call(v, variables):
+                out.append(Elem(stmt, t.id, _element_call(v, variables), None))
+    return out
+
+
+def _element_call(value, variables):
+    """The variable whose item ``value`` gives: ``d.get(k)``, ``d.setdefault(k, [])``,
+    ``max(rows, key=len)``, ``min(rows)`` (which item, tessera does not follow)."""
+    if not isinstance(value, ast.Call):
+        return None
+    f, args = value.func, value.args
+    if isinstance(f, ast.Attribute) and f.attr in ("get", "setdefault") \
+            and isinstance(f.value, ast.Name):
+        holder = f.value.id
+    elif isinstance(f, ast.Name) and f.id in ("max", "min") and len(args) == 1 \
+            and isinstance(args[0], ast.Name):
+        holder = args[0].id
+    else:
+        return None
+    return holder if holder in variables else None
+
+
 class _Walk:
-    def __init__(self, variables):
+    def __init__(self, variables, read_after, counters=frozenset(), bindings=None):
         self.variables = variables
-        self.hazards: dict = {}  # id(origin) -> (origin, names, holder, changing statement)
+        self.bindings = bindings or {}  # name -> how many places bind it
+        self.counters = counters  # names only ever numbers of range()
+        self.read_after = read_after
+        # id(origin) -> (origin, names, holder, changing statement, kind)
+        self.hazards: dict = {}
+        # id(change) -> (change, {(Elem's name, container): (Elem, subscript changed)})
+        self.refreshes: dict = {}
+        self.shifts: dict = {}  # id(change) -> (change, {(name, container)})
+        self.elems: list = []  # every Elem made
 
     def block(self, stmts, state: dict) -> dict:
         for s in stmts:
@@ -139,6 +350,9 @@ class _Walk:
             start = state
             if isinstance(s, (ast.For, ast.AsyncFor)):
                 state = self.rebind(state, _bound_names(s))
+                for e in _loop_elems(s, self.variables):
+                    state = dict(state)
+                    state[("elem", id(s), e.name)] = e
             once = self.block(s.body, dict(state))
             again = self.block(s.body, _merge(state, once))
             out = _merge(start, once, again)
@@ -160,20 +374,78 @@ class _Walk:
             else changed_roots(s)
         for name in changed:
             for p in state.values():
-                if p.live() and name in p.names and id(p.origin) not in self.hazards:
-                    if p.origin is not s:
-                        self.hazards[id(p.origin)] = (p.origin, p.names, p.holder, s)
+                if isinstance(p, Pair) and p.live() and name in p.names \
+                        and id(p.origin) not in self.hazards and p.origin is not s:
+                    self.hazards[id(p.origin)] = (p.origin, p.names, p.holder, s, "changed")
+        self.through_elements(s, state, changed)
         state = self.rebind(state, _bound_names(s))
-        for p in _made_pairs(s, self.variables):
+        for p in _made_pairs(s, self.variables - self.counters):
             state = dict(state)
             # joining a pair that holds already: ``f = e`` after ``e = d``
             names = set(p.names)
             if p.holder is None:
                 for q in state.values():
-                    if q.live() and q.holder is None and names & q.names:
+                    if isinstance(q, Pair) and q.live() and q.holder is None and names & q.names:
                         names |= q.names
-            state[_key(p)] = Pair(p.origin, names, p.holder)
+            old = state.get(_key(p))
+            # stored again while it still holds: ``rows.append(row)`` in a loop
+            again = old is not None and old.live() and bool(names & old.names)
+            state[_key(p)] = Pair(p.origin, names, p.holder, p.repeated or again, p.direct)
+        for e in _made_elems(s, self.variables):
+            self.elems.append(e)
+            state = dict(state)
+            state[("elem", id(e.origin), e.name)] = e
         return state
+
+    def never_same(self, elem, change, sub) -> bool:
+        """Whether the row ``change`` writes (``sub``, holder[X]) is never
+        ``elem``'s (``prev = d[i - 1]`` then ``d[i][j] = v`` in the same turn):
+        X and the row's index differ by a constant, their names are bound only
+        by the target of one loop, whose body holds ``elem``'s binding before
+        ``change``."""
+        index = elem.index
+        if index is None or not _differ_by_constant(index, sub.slice):
+            return False
+        names = {n.id for n in ast.walk(index) if isinstance(n, ast.Name)}
+        for loop in self.read_after.loops:
+            if isinstance(loop, ast.For) and any(s is elem.origin for s in loop.body) \
+                    and elem.origin.lineno < change.lineno <= loop.end_lineno:
+                targets = {t.id for t in _targets(loop.target) if isinstance(t, ast.Name)}
+                return names <= targets and all(self.bindings.get(n) == 1 for n in names)
+        return False
+
+    def through_elements(self, s, state: dict, changed) -> None:
+        """A change through an element of a holder (``t[i][j] = v``): a hazard for
+        a holder holding an object twice, or one whose name is read later; a
+        refresh of the names bound to the holder's elements read later. Another
+        change of the holder (but ``t[k] = v`` and growing it) loses track of
+        which of its elements such a name holds (a shift)."""
+        deep = deep_changes(s)
+        for root, sub in deep:
+            for p in state.values():
+                if isinstance(p, Elem):
+                    loop = p.origin if isinstance(p.origin, ast.For) else None
+                    if p.container == root and p.origin is not s \
+                            and self.read_after(s, p.name, loop) \
+                            and not self.never_same(p, s, sub):
+                        entry = self.refreshes.setdefault(id(s), (s, {}))[1]
+                        entry.setdefault((p.name, root), (p, sub))
+                elif p.holder == root and p.live() and id(p.origin) not in self.hazards \
+                        and p.origin is not s and (p.repeated or p.direct and any(
+                            self.read_after(s, n) for n in p.names - self.counters)):
+                    self.hazards[id(p.origin)] = (p.origin, p.names, p.holder, s, "deep")
+        deep_roots = {r for r, _ in deep}
+        for root in set(changed) - deep_roots:
+            elems = [p for p in state.values() if isinstance(p, Elem) and p.container == root
+                     and self.read_after(s, p.name)]
+            if not elems:
+                continue
+            replaced = _replaced(s, root)
+            if replaced is None and _keeps_positions(s, root):
+                continue
+            entry = self.shifts.setdefault(id(s), (s, {}))[1]
+            for p in elems:
+                entry[(p.name, root)] = replaced  # None: lost; else the subscripts replaced
 
     @staticmethod
     def rebind(state: dict, names: set) -> dict:
@@ -181,35 +453,136 @@ class _Walk:
             return state
         out = {}
         for k, p in state.items():
-            q = Pair(p.origin, p.names - names, None if p.holder in names else p.holder)
+            if isinstance(p, Elem):
+                if p.name not in names and p.container not in names:
+                    out[k] = p
+                continue
+            gone = p.holder in names
+            q = Pair(p.origin, p.names - names, None if gone else p.holder,
+                     p.repeated and not gone, p.direct)
             if q.live():
                 out[k] = q
         return out
 
 
-def alias_hazards(fdef) -> dict:
-    """``{id(statement): (statement, names, holder, change)}`` for the statements of
-    ``fdef`` that make two names (or a name and a holder) of one object which
-    ``change`` (a later statement) changes in place while they still share it."""
+def _keeps_positions(stmt, root: str) -> bool:
+    """Whether a change of ``root`` keeps its elements where they are: ``t[k] = v``
+    (only the element at k is replaced), ``t.append(v)``, ``t.extend(xs)``,
+    ``t += xs``, ``d.setdefault(k, v)``, ``d.update(e)``."""
+    if isinstance(stmt, ast.Assign):
+        return all(not isinstance(t, ast.Subscript) or isinstance(t.value, ast.Name)
+                   and not isinstance(t.slice, ast.Slice)
+                   for top in stmt.targets for t in _targets(top))
+    if isinstance(stmt, ast.AugAssign):
+        return isinstance(stmt.target, ast.Name)
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        return isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.attr in (
+            "append", "extend", "setdefault", "update")
+    return False
+
+
+def _replaced(stmt, root: str):
+    """The subscripts of ``root[k] = v`` (an element replaced), or None."""
+    if not isinstance(stmt, ast.Assign):
+        return None
+    subs = [t.slice for top in stmt.targets for t in _targets(top)
+            if isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+            and t.value.id == root]
+    return subs if subs and not any(isinstance(x, ast.Slice) for x in subs) else None
+
+
+def _plain_bindings(fdef) -> set:
+    """The names every binding of which (in ``fdef``'s body, not its nested functions)
+    is a plain assignment ``name = ...`` / ``a, b = ...``, or a parameter."""
+    bad: set = set()
+    stack = list(fdef.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bad.add(n.name)
+            continue
+        if isinstance(n, ast.Lambda):
+            continue
+        if isinstance(n, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            stack.append(n.generators[0].iter)
+            continue
+        if isinstance(n, ast.Assign):
+            stack.append(n.value)
+            stack.extend(t for top in n.targets for t in _targets(top)
+                         if not isinstance(t, ast.Name))
+            continue
+        if isinstance(n, (ast.Global, ast.Nonlocal)):
+            bad.update(n.names)
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
+            bad.add(n.id)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            bad.add(n.name)
+        stack.extend(ast.iter_child_nodes(n))
+    names = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)}
+    a = fdef.args
+    names |= {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs}
+    return names - bad
+
+
+class Analysis:
+    """What _Walk found in a function: ``hazards`` (``{id(statement): (statement,
+    names, holder, change, kind)}``: statements making two names, or a name and a
+    holder, of one object that ``change`` changes in place while they share it),
+    ``refreshes``, ``shifts`` and ``elems`` (see _Walk), and ``plain`` (_plain_bindings)."""
+
+    def __init__(self, hazards=None, refreshes=None, shifts=None, plain=frozenset(), elems=()):
+        self.hazards = hazards or {}
+        self.refreshes = refreshes or {}
+        self.shifts = shifts or {}
+        self.plain = plain
+        self.elems = list(elems)
+
+
+def alias_analysis(fdef) -> Analysis:
+    """The Analysis of ``fdef`` (a def; a lambda has no statements)."""
     if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return {}
+        return Analysis()
     variables = set()
     for n in ast.walk(fdef):
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
             variables.add(n.id)
         elif isinstance(n, ast.arg):
             variables.add(n.arg)
-    w = _Walk(variables)
+    counters = {t.id for n in ast.walk(fdef) if isinstance(n, ast.For)
+                and isinstance(n.iter, ast.Call) and isinstance(n.iter.func, ast.Name)
+                and n.iter.func.id == "range" for t in _targets(n.target)
+                if isinstance(t, ast.Name)}
+    others = {n.id for n in ast.walk(fdef) if isinstance(n, ast.Name)
+              and isinstance(n.ctx, ast.Store)} - {
+        t.id for n in ast.walk(fdef) if isinstance(n, ast.For) for t in _targets(n.target)
+        if isinstance(t, ast.Name)}
+    bindings: dict = {}
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            bindings[n.id] = bindings.get(n.id, 0) + 1
+        elif isinstance(n, ast.arg):
+            bindings[n.arg] = bindings.get(n.arg, 0) + 1
+    w = _Walk(variables, ReadAfter(fdef), frozenset(counters - others), bindings)
     w.block(fdef.body, {})
-    return w.hazards
+    return Analysis(w.hazards, w.refreshes, w.shifts, _plain_bindings(fdef), w.elems)
 
 
-def hazard_check(names, holder, change, value_text: str, error_tag: str) -> str:
+
+def hazard_check(names, holder, change, value_text: str, error_tag: str,
+                 kind: str = "changed") -> str:
     """The program text refusing, at run time, a pair (alias_hazards) when its value
     (``value_text``, read before the statement making it) is a list or dict."""
     shown = sorted(names)
     line = change.lineno
-    if holder is not None:
+    if kind == "deep":
+        held = f"'{shown[0]}'" if shown else "one list or dict more than once"
+        what = (f"'{holder}' holds {held} here and is changed in place through an item "
+                f"later (line {line}): in Python every name and place holding that object "
+                f"would see the change")
+        fix = (f"store copies (list(row), [[0] * n for _ in range(m)]) if separate objects "
+               f"are meant")
+    elif holder is not None:
         what = (f"'{shown[0]}' is put into '{holder}' here and changed in place later (line "
                 f"{line}): in Python '{holder}' would see that change")
         fix = f"finish '{shown[0]}' before storing it, or store a copy (list({shown[0]}))"
@@ -230,4 +603,5 @@ def static_hazard(stmt) -> bool:
         stmt.value, ast.Name)
 
 
-__all__ = ["alias_hazards", "hazard_check", "static_hazard"]
+__all__ = ["Analysis", "alias_analysis", "deep_changes", "hazard_check",
+           "repetition", "static_hazard"]

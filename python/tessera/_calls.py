@@ -169,7 +169,7 @@ class CallsMixin(U.UfuncMethodsMixin):
             return f"ndindex({self.expr(node.args[0].value)})"  # np.ndindex(*x.shape)
         args, kws = self.call_args(node)
         if isinstance(f, ast.Name) and f.id in SET_CALLS:  # sum/min/max of a set (_sets.py)
-            return f"{self.b.helper(SET_CALLS[f.id])}({self.expr(node.args[0])})"
+            return self.inline(SET_CALLS[f.id], self.expr(node.args[0]))
         if isinstance(f, ast.Name) and self.is_variable(f.id):
             spec = self.local_def_args(f.id)
             if spec is not None:
@@ -300,7 +300,7 @@ class CallsMixin(U.UfuncMethodsMixin):
             v = self.b.tmp("v")
             number = self.inline("python_number", v, T.string_literal(dt), label=label)
             return (f"block(define({v}, {self.expr(a)}), if(type({v}) == \"string\", "
-                    f"{self.b.helper('__str_to_int')}({v}), {number}))")
+                    f"{self.inline('str_to_int', v)}, {number}))")
         if obj in (int, float) and not isinstance(a, ast.Constant):
             return self.inline("python_number", self.expr(a), T.string_literal(dt), label=label)
         return f"astype({self.expr(a)}, {T.string_literal(dt)})"
@@ -823,8 +823,7 @@ class CallsMixin(U.UfuncMethodsMixin):
                 self.unsupported("sum() with these arguments", node)
             t = texts()
             made = (ast.GeneratorExp, ast.ListComp, ast.List, ast.Tuple)
-            helper = "__py_sum_list" if isinstance(args[0], made) else "__py_sum"
-            s = f"{self.b.helper(helper)}({t[0]})"
+            s = self.inline("py_sum_list" if isinstance(args[0], made) else "py_sum", t[0])
             return s if len(t) == 1 else f"({s} + {t[1]})"
         if name == "round":
             t = texts()
@@ -832,7 +831,7 @@ class CallsMixin(U.UfuncMethodsMixin):
             if len(t) == 2 or nd is not None:
                 digits = t[1] if len(t) == 2 else self.expr(nd)
                 return f"round({t[0]}, decimals={digits})"
-            return f"{self.b.helper('__round_int')}({t[0]})"
+            return self.inline("round_int", t[0])
         if name == "pow":
             t = texts()
             if len(t) != 2:
@@ -1177,9 +1176,10 @@ class CallsMixin(U.UfuncMethodsMixin):
                                            ctx=ast.Load())
                 recv = self.expr(ast.copy_location(ast.fix_missing_locations(
                     ast.copy_location(target, node)), node))
-            return f"{self.b.helper('__item')}({recv})"
+            return f"item({recv})"
         if attr == "tolist":
-            return f"{self.b.helper('__to_list')}({recv})"
+            self.b.helper("__to_list")
+            return self.inline("to_list", recv)
         if attr == "diagonal":
             return self.diagonal_call(recv, ".diagonal()", node, args, kws)
         if attr in M.METHOD_SPECS:

@@ -89,8 +89,7 @@ class ExpressionsMixin:
             if concat is not None:
                 return concat
             if self.is_index_tuple(node.slice):
-                helper = self.b.helper("__index_tuple")
-                return f"{helper}({self.expr(node.value)}, {self.expr(node.slice)})"
+                return self.inline("index_tuple", self.expr(node.value), self.expr(node.slice))
             return f"getitem({', '.join([self.expr(node.value)] + self.index(node.slice))})"
         if isinstance(node, ast.Tuple):
             return f"tuple({', '.join(self.expr(e) for e in node.elts)})"
@@ -436,7 +435,7 @@ class ExpressionsMixin:
                 parts.append(f"atleast_1d({self.expr(item)})")
         if obj is np.r_:
             return f"concatenate(list({', '.join(parts)}), axis=0)"
-        cols = [f"{self.b.helper('__c_column')}({p})" for p in parts]
+        cols = [self.inline("c_column", p) for p in parts]
         return f"concatenate(list({', '.join(cols)}), axis=-1)"
 
     def is_translatable_helper(self, v) -> bool:

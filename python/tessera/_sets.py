@@ -20,7 +20,7 @@ import ast
 SET_MARK = "_tessera_set"
 # The calls the rewrite emits for sum(s), min(s), max(s); _calls.py writes
 # each as its helper (_templates.py).
-SET_CALLS = {f"__tessera_set_{op}": f"__set_{op}" for op in ("sum", "min", "max")}
+SET_CALLS = {f"__tessera_set_{op}": f"set_{op}" for op in ("sum", "min", "max")}
 
 _SET_METHODS_STMT = ("add", "discard", "remove", "clear", "update", "difference_update",
                      "intersection_update")

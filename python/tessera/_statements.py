@@ -1,7 +1,8 @@
 """Statements of NumPy users' code the translator rewrites into others: a list
 grown inside a dict or list (``d[k].append(v)``, ``d.setdefault(k, []).append(v)``),
 starred assignment, ``for idx, v in np.ndenumerate(x)``, loops with an else
-clause, and ``del`` (``d.pop(k)``, a slice assigned ``[]``).
+clause, ``del`` (``d.pop(k)``, a slice assigned ``[]``), and the checks and
+refreshes of one object under two names (_aliases.py) around a statement.
 
 A mixin of ``_translate.FunctionTranslator``.
 """
@@ -13,6 +14,40 @@ import ast
 import numpy as np
 
 from . import _translate as T
+from ._aliases import _bound_names, _made_elems, _self_element, hazard_check, repetition
+from ._aliases import static_hazard
+
+
+def _simple(node) -> bool:
+    """An expression evaluated twice to the same value: names, constants, + - * // %."""
+    if node is None:
+        return False
+    if isinstance(node, (ast.Name, ast.Constant)):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _simple(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _simple(node.left) and _simple(node.right)
+    if isinstance(node, ast.Tuple):
+        return all(_simple(e) for e in node.elts)
+    return False
+
+
+def _chain(target):
+    """``root[X][R1]...[Rk]``: (X, [R1, ..., Rk]) of a subscript chain."""
+    subs = []
+    while isinstance(target, ast.Subscript):
+        subs.append(target.slice)
+        target = target.value
+    subs.reverse()
+    return subs[0], subs[1:]
+
+
+def _located(node, at):
+    for sub in ast.walk(node):
+        if hasattr(sub, "_attributes") and getattr(sub, "lineno", None) is None:
+            ast.copy_location(sub, at)
+    return node
 
 
 def _read_after(fdef, stmt, name: str):
@@ -28,20 +63,186 @@ def _read_after(fdef, stmt, name: str):
     return None
 
 
+class RowKey:
+    """The variables by which a program knows which row of a holder a name holds
+    (``cur = t[i]``): ``key`` (i, from 0 for a list), ``rows`` (the holder is a
+    list), ``held`` (the name holds a list or dict of the holder now), ``lost``
+    (the holder was reordered or shrunk since)."""
+
+    def __init__(self, builder):
+        self.key, self.rows = builder.tmp("key"), builder.tmp("rows")
+        self.held, self.lost = builder.tmp("held"), builder.tmp("lost")
+
+
 class StatementsMixin:
     """The statement-rewriting methods of FunctionTranslator."""
 
+    def alias_keys(self, analysis) -> list:
+        """The row keys (_aliases.py's refreshes) a function keeps, as
+        ``self.keys`` ``{(name, holder): (key variable, holder-is-a-list variable)}``,
+        and their first definitions (nil: no row)."""
+        self.keys = {}
+        # a pair is followed when every binding of the name to the holder's rows
+        # has a plain index (evaluated again for the key)
+        unkeyed = {(e.name, e.container) for e in analysis.elems if not _simple(e.index)}
+        for _, entries in analysis.refreshes.values():
+            for (name, holder), (elem, _) in entries.items():
+                if (name, holder) not in self.keys and (name, holder) not in unkeyed \
+                        and name != holder \
+                        and {name, holder} <= analysis.plain and _simple(elem.index):
+                    self.keys[(name, holder)] = RowKey(self.b)
+        # plain values (no nil), so that a loop using them keeps its native code
+        return [f"define({k.key}, 0), define({k.rows}, false), define({k.held}, false), "
+                f"define({k.lost}, false)" for k in self.keys.values()]
+
+    def alias_texts(self, node, texts: list, tail: bool) -> list:
+        """``texts`` (a statement's) with the checks of _aliases.py's analysis
+        before it and the row keys and refreshes after it."""
+        before, after = [], []
+        if id(node) in self.hazards:
+            pre, post = self.alias_check(*self.hazards[id(node)])
+            before += pre
+            after += post
+        compound = isinstance(node, (ast.If, ast.For, ast.While, ast.With, ast.Try))
+        if self.keys and not compound:
+            made = {(e.name, e.container): e for e in _made_elems(node, {h for _, h in self.keys})}
+            bound = _bound_names(node)
+            for (name, holder), k in self.keys.items():
+                if (name, holder) in made:
+                    index = self.expr(made[(name, holder)].index)
+                    c = self.name(holder, node)
+                    after.append(f"define({k.rows}, type({c}) == \"list\")")
+                    after.append(f"define({k.held}, is_mutable_container("
+                                 f"{self.name(name, node)}))")
+                    after.append(f"define({k.lost}, false)")
+                    after.append(f"define({k.key}, if({k.rows} && {index} < 0, "
+                                 f"{index} + len({c}), {index}))")
+                elif name in bound or holder in bound:
+                    after.append(f"define({k.held}, false)")
+        if id(node) in self.aliases.shifts:
+            for (name, holder), subs in self.aliases.shifts[id(node)][1].items():
+                if (name, holder) in self.keys:
+                    after.extend(self.shift_text(name, holder, subs, node))
+        if id(node) in self.aliases.refreshes:
+            for (name, holder), (elem, sub) in self.aliases.refreshes[id(node)][1].items():
+                text = self.refresh_text(node, name, holder, elem, sub)
+                (after if (name, holder) in self.keys and text else before).append(
+                    text or self.untracked_refusal(node, name, holder, elem))
+        if after and tail:
+            after.append("nil")
+        return before + texts + after
+
+    def key_matches(self, name, holder, index, node) -> str:
+        k = self.keys[(name, holder)]
+        x, c = self.expr(index), self.name(holder, node)
+        return f"({k.key} == {x} || ({k.rows} && {x} < 0 && {k.key} == {x} + len({c})))"
+
+    def shift_text(self, name, holder, subs, node) -> list:
+        """After a change of ``holder`` that replaces its rows ``subs`` (a name held
+        there no longer is) or moves them (None: which row a name holds is lost)."""
+        k = self.keys[(name, holder)]
+        if subs is None:
+            return [f"define({k.lost}, {k.held})"]
+        return [f"if({k.held} && {self.key_matches(name, holder, x, node)}, "
+                f"define({k.held}, false))" for x in subs if _simple(x)]
+
+    def refresh_text(self, node, name, holder, elem, sub):
+        """After ``holder[X]...`` is changed in place (``sub`` is ``holder[X]``):
+        ``name``, bound to ``holder``'s row at the key, given the change when X is
+        that key, as Python's shared row; None when it cannot be (X not simple)."""
+        if (name, holder) not in self.keys or not _simple(sub.slice):
+            return None
+        used = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+        if _bound_names(node) & (used - {holder}):
+            return None
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+            else getattr(node, "target", None)
+        x, rest = _chain(target) if isinstance(target, ast.Subscript) else (None, None)
+        row = ast.Subscript(value=ast.Name(id=holder, ctx=ast.Load()), slice=sub.slice,
+                            ctx=ast.Load())
+        if rest and x is sub.slice and all(_simple(r) and not isinstance(r, ast.Slice)
+                                           for r in rest):
+            # the element written, copied into the name's row (O(1), not the row)
+            src, dst = row, ast.Name(id=name, ctx=ast.Load())
+            for r in rest:
+                src = ast.Subscript(value=src, slice=r, ctx=ast.Load())
+                dst = ast.Subscript(value=dst, slice=r, ctx=ast.Load())
+            dst.ctx = ast.Store()
+            texts = self.assign(_located(dst, node), _located(src, node))
+        else:
+            texts = self.assign(_located(ast.Name(id=name, ctx=ast.Store()), node),
+                                _located(row, node))
+        k = self.keys[(name, holder)]
+        lost = self.untracked_refusal(node, name, holder, elem, lost=True)
+        return (f"if({k.held}, if({k.lost}, {lost}, "
+                f"if({self.key_matches(name, holder, sub.slice, node)}, {self.block(texts)})))")
+
+    def untracked_refusal(self, node, name, holder, elem, lost=False) -> str:
+        """Refusing, when ``name`` holds a list or dict, a change of ``holder``
+        through an item that tessera.jit cannot tell is ``name``'s."""
+        why = (f"'{holder}' was reordered or shrunk since, so tessera.jit cannot tell which "
+               f"of its items '{name}' is" if lost else
+               "tessera.jit cannot tell here whether it is that item")
+        msg = (f"{T.ERROR_TAG}UnsupportedError] '{name}' is an item of '{holder}' (line "
+               f"{elem.origin.lineno}) and '{holder}' is changed in place through an item here "
+               f"with '{name}' read later: in Python '{name}' shows the change when it is "
+               f"that item, and {why}; read through '{holder}' ({holder}[i][j]) or copy the "
+               f"item ({name} = list({holder}[i]))")
+        if lost:
+            return f"assert(false, {T.string_literal(msg)})"
+        return (f"if(is_mutable_container({self.name(name, node)}), "
+                f"assert(false, {T.string_literal(msg)}))")
+
+    def alias_check(self, node, names, holder, change, kind="changed"):
+        """The run-time refusal of two names for one list or dict that ``change``
+        changes in place (_aliases.py), as texts before and after ``node``;
+        ``a = b = []`` is refused here."""
+        if holder is None and static_hazard(node):
+            self.unsupported(
+                f"{' = '.join(sorted(names))} = ...: one list or dict under two names, one of "
+                f"them changed in place later (line {change.lineno}), which Python shows through "
+                f"both and a jit function (whose lists and dicts are values) cannot", node,
+                "give each name its own value (a = []; b = [])")
+        value = getattr(node, "value", None)
+        if isinstance(node, ast.Expr):
+            args = node.value.args
+            value = args[-1] if args else None
+        rep = repetition(value) if kind == "deep" and isinstance(node, ast.Assign) else None
+        if rep is not None:
+            # [row] * m, [[0] * n] * m: one object more than once when longer than k
+            t = self.name(holder, node)
+            items = " || ".join(f"is_mutable_container(getitem({t}, {i}))"
+                                for i in range(rep[0]))
+            check = hazard_check(names, holder, change, "", T.ERROR_TAG, kind)
+            check = check.replace("if(is_mutable_container(), ",
+                                  f"if(len({t}) > {rep[0]} && ({items}), ")
+            return [], [check]
+        if holder is not None and value is not None and _self_element(value, holder):
+            text = self.expr(value)
+        elif holder is not None:
+            # the name stored (rebound since, for a table holding it twice: its first item)
+            stored = sorted(names) or [e.id for e in getattr(value, "elts", ())
+                                       if isinstance(e, ast.Name)]
+            text = self.name(stored[0], node) if stored else "nil"
+        else:
+            text = self.name(node.value.id, node)
+        return [hazard_check(names, holder, change, text, T.ERROR_TAG, kind)], []
+
     def del_target(self, target, node) -> list:
         """``del d[k]`` / ``del xs[i]``: ``d.pop(k)`` (KeyError and IndexError as
-        Python's); ``del xs[a:b]``: ``xs[a:b] = []``; ``del x`` of a variable not read
+        Python's); ``del xs[a:b]``: ``xs[a:b] = []``; ``del xs[a:b:k]``: the list
+        without the items the slice selects (INLINE["del_step"]); ``del x`` of a variable not read
         after it: nothing to do (a program frees values itself)."""
         if isinstance(target, (ast.Tuple, ast.List)):
             return [t for e in target.elts for t in self.del_target(e, node)]
         if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
             if isinstance(target.slice, ast.Slice):
                 if target.slice.step is not None:
-                    self.unsupported("del xs[a:b:c] with a step", node,
-                                     "write xs = [v for i, v in enumerate(xs) if ...]")
+                    # every k-th item dropped (a negative step too), as Python
+                    self.b.helper("__py_type_name")
+                    text = self.inline("del_step", self.expr(target.value),
+                                       self.slice_text(target.slice))
+                    return [self.rebind(target.value.id, text, node)]
                 new = ast.Assign(targets=[ast.Subscript(value=target.value, slice=target.slice,
                                                         ctx=ast.Store())],
                                  value=ast.List(elts=[], ctx=ast.Load()))
@@ -73,18 +274,19 @@ class StatementsMixin:
         args, kws = self.call_args(call)
         if kws or len(args) != 1:
             return None
-        helper = self.b.helper("__list_append" if attr == "append" else "__list_extend")
+        self.b.helper("__py_type_name")
+        kind = "list_append" if attr == "append" else "list_extend"
         item = self.expr(args[0])
         if isinstance(recv, ast.Subscript) and isinstance(recv.value, (ast.Name, ast.Subscript)):
             current = f"getitem({', '.join([self.expr(recv.value)] + self.index(recv.slice))})"
-            return self.setitem(recv, f"{helper}({current}, {item})")
+            return self.setitem(recv, self.inline(kind, current, item))
         if (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute) and
                 recv.func.attr == "setdefault" and isinstance(recv.func.value, ast.Name) and
                 self.is_variable(recv.func.value.id)):
             d = recv.func.value
             key, default = self.setdefault_args(recv)
             k = self.b.tmp("k")
-            grown = f"{helper}(get({self.expr(d)}, {k}, {default}), {item})"
+            grown = self.inline(kind, f"get({self.expr(d)}, {k}, {default})", item)
             rebound = self.rebind(d.id, f"setitem({self.expr(d)}, {grown}, {k})", call)
             return f"block(define({k}, {key}), {rebound})"
         return None

@@ -16,28 +16,8 @@ HELPERS = {
   define(r, list()), define(i, 0), define(n, len(x)),
   while(i < n, block(define(r, append(r, __to_list(getitem(x, i)))), define(i, i + 1))),
   r)))""",
-    "__round_int": """define(__round_int, x,
-  if(ndim(x) == 0, astype(round(x), "int64"), round(x)))""",
-    "__item": """define(__item, x, item(x))""",
-    # Python's sum(xs): a list or tuple added left to right as Python adds
-    # (__py_sum_list); an array over its first axis, 0 (an int) for nothing to add.
-    "__py_sum": """define(__py_sum, x, if(contains(list("list", "tuple"), type(x)),
-  __py_sum_list(x), if(len(x) == 0, 0, sum(x, axis=0))))""",
-    # sum() of a list the translator sees made (a generator, a comprehension,
-    # a display): added left to right from 0, as Python adds (its ints stay
-    # ints, its floats rounded in Python's order).
-    "__py_sum_list": """define(__py_sum_list, x, block(
-  define(t, 0), define(i, 0), define(n, len(x)),
-  while(i < n, block(define(t, t + getitem(x, i)), define(i, i + 1))), t))""",
-    # an item of np.c_[...]: a 1-d array as a column
-    "__c_column": """define(__c_column, x, if(ndim(x) == 1, reshape(x, list(-1, 1)), x))""",
-    # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
-    "__index_tuple": """define(__index_tuple, x, t, block(
-  define(i, 0), define(n, len(t)),
-  while(i < n, block(define(x, getitem(x, getitem(t, i))), define(i, i + 1))),
-  x))""",
 }
-HELPER_DEPS: dict = {"__py_sum": ("__py_sum_list",)}
+HELPER_DEPS: dict = {}
 
 
 # Expansions written inline, at the user's line (so that an error in them
@@ -47,50 +27,12 @@ HELPER_DEPS: dict = {"__py_sum": ("__py_sum_list",)}
 # that no assert of the user's can be taken for one.
 ERROR_TAG = f"[tessera-{secrets.token_hex(8)}:"
 HELPERS.update({
-    # xs.append(v) / xs.extend(ys) on a list read from inside another value
-    # (d[k].append(v)): the grown list; anything else is Python's error.
-    "__list_append": """define(__list_append, l, v, if(type(l) == "list", append(l, v),
-  assert(false, concat("$EAttributeError] '", __py_type_name(l),
-    "' object has no attribute 'append'"))))""".replace("$E", ERROR_TAG),
-    "__list_extend": """define(__list_extend, l, v, if(type(l) == "list", iadd(l, v),
-  assert(false, concat("$EAttributeError] '", __py_type_name(l),
-    "' object has no attribute 'extend'"))))""".replace("$E", ERROR_TAG),
     # Python's name of a value's type, for messages.
     "__py_type_name": """define(__py_type_name, x, block(define(t, type(x)),
   if(t == "nil", "NoneType", if(t == "string", "str",
   if(str_endswith(t, " array"), if(ndim(x) == 0, concat("numpy.", str_replace(t, " array", "")),
     "numpy.ndarray"), t)))))""",
 })
-# A set's sum, min and max (sets are dicts of their elements, _sets.py): over
-# its keys in any order, exact for ints; floats would be added in Python's set order.
-HELPERS["__set_sum"] = """define(__set_sum, s, block(
-  define(k, keys(s)), define(t, 0), define(i, 0), define(n, len(k)),
-  while(i < n, block(define(v, getitem(k, i)),
-    if(type(v) == "float", assert(false, concat("$EValueError] [sum] the sum of a set of floats ",
-      "depends on Python's set order, which tessera does not reproduce: ",
-      "use sum(sorted(s)) (element ", str(v), ")"))),
-    define(t, t + v), define(i, i + 1))),
-  t))""".replace("$E", ERROR_TAG)
-for _op, _cmp in (("min", "<"), ("max", ">")):
-    HELPERS[f"__set_{_op}"] = f"""define(__set_{_op}, s, block(
-  define(k, keys(s)), define(n, len(k)),
-  if(n == 0, assert(false, "$EValueError] {_op}() arg is an empty sequence")),
-  define(m, getitem(k, 0)), define(i, 1),
-  while(i < n, block(define(v, getitem(k, i)), if(v {_cmp} m, define(m, v)), define(i, i + 1))),
-  m))""".replace("$E", ERROR_TAG)
-# int(s) of a string as Python reads it in base 10 (blanks around, a sign,
-# digits); anything else is Python's ValueError (its message built only then:
-# a concat at every call was most of int(c)'s time in `int(c) for c in str(n)`).
-HELPERS["__str_to_int"] = """define(__str_to_int, s, block(
-  define(t, str_strip(s)), define(n, len(t)), define(i, 0), define(sign, 1), define(r, 0),
-  if(n > 0, if(getitem(t, 0) == "-" || getitem(t, 0) == "+", block(
-    if(getitem(t, 0) == "-", define(sign, -1)), define(i, 1)))),
-  if(i >= n, assert(false, concat("$EValueError] invalid literal for int() with base 10: '", s, "'"))),
-  while(i < n, block(define(d, str_find("0123456789", getitem(t, i))),
-    if(d < 0, assert(false, concat("$EValueError] invalid literal for int() with base 10: '", s, "'"))), define(r, r * 10 + d),
-    define(i, i + 1))),
-  sign * r))""".replace("$E", ERROR_TAG)
-HELPER_DEPS.update({"__list_append": ("__py_type_name",), "__list_extend": ("__py_type_name",)})
 
 # The builtin exceptions a jit function may raise (raise_stmt; jit.py maps them back).
 RAISABLE = ("ArithmeticError", "AssertionError", "AttributeError", "Exception",
@@ -149,9 +91,80 @@ INLINE = {
     "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
   "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),
   item(random_integers($a, $b + 1, list())))""",
+    # del xs[a:b:k] of a list: the items the slice does not select, in order (a
+    # mask of the selected positions: any step, negative too; a zero step is
+    # Python's ValueError); anything but a list is Python's TypeError.
+    "del_step": """block(define($x, $1), if(type($x) != "list", assert(false, concat(
+  "$ETypeError] '", __py_type_name($x), "' object does not support item deletion"))),
+  define($n, len($x)), define($m, setitem(zeros($n, dtype="bool"), true, $2)),
+  define($r, list()), define($i, 0),
+  while($i < $n, block(if(getitem($m, $i), nil, define($r, append($r, getitem($x, $i)))),
+    define($i, $i + 1))),
+  $r)""",
+    # Python's sum(xs): a list or tuple added left to right as Python adds
+    # (py_sum_list); an array over its first axis, 0 (an int) for nothing to add.
+    "py_sum": """block(define($x, $1), if(contains(list("list", "tuple"), type($x)),
+  block(define($t, 0), define($i, 0), define($n, len($x)),
+    while($i < $n, block(define($t, $t + getitem($x, $i)), define($i, $i + 1))), $t),
+  if(len($x) == 0, 0, sum($x, axis=0))))""",
+    # sum() of a list the translator sees made (a generator, a comprehension,
+    # a display): added left to right from 0, as Python adds (its ints stay
+    # ints, its floats rounded in Python's order).
+    "py_sum_list": """block(define($x, $1), define($t, 0), define($i, 0), define($n, len($x)),
+  while($i < $n, block(define($t, $t + getitem($x, $i)), define($i, $i + 1))), $t)""",
+    # round(x) without digits: an int for a number, as Python
+    "round_int": """block(define($x, $1),
+  if(ndim($x) == 0, astype(round($x), "int64"), round($x)))""",
+    # an item of np.c_[...]: a 1-d array as a column
+    "c_column": """block(define($x, $1), if(ndim($x) == 1, reshape($x, list(-1, 1)), $x))""",
+    # x[t] for a tuple t of ints (np.ndindex): one axis per item, as NumPy.
+    "index_tuple": """block(define($x, $1), define($t, $2), define($i, 0), define($n, len($t)),
+  while($i < $n, block(define($x, getitem($x, getitem($t, $i))), define($i, $i + 1))),
+  $x)""",
+    # xs.append(v) / xs.extend(ys) on a list read from inside another value
+    # (d[k].append(v)): the grown list; anything else is Python's error.
+    "list_append": """block(define($l, $1), if(type($l) == "list", append($l, $2),
+  assert(false, concat("$EAttributeError] '", __py_type_name($l),
+    "' object has no attribute 'append'"))))""",
+    "list_extend": """block(define($l, $1), if(type($l) == "list", iadd($l, $2),
+  assert(false, concat("$EAttributeError] '", __py_type_name($l),
+    "' object has no attribute 'extend'"))))""",
+    # A set's sum (sets are dicts of their elements, _sets.py): over its keys
+    # in any order, exact for ints; floats would be added in Python's set order.
+    "set_sum": """block(define($s, $1),
+  define($k, keys($s)), define($t, 0), define($i, 0), define($n, len($k)),
+  while($i < $n, block(define($v, getitem($k, $i)),
+    if(type($v) == "float", assert(false, concat("$EValueError] [sum] the sum of a set of floats ",
+      "depends on Python's set order, which tessera does not reproduce: ",
+      "use sum(sorted(s)) (element ", str($v), ")"))),
+    define($t, $t + $v), define($i, $i + 1))),
+  $t)""",
+    # int(s) of a string as Python reads it in base 10 (blanks around, a sign,
+    # digits); anything else is Python's ValueError (its message built only then:
+    # a concat at every call was most of int(c)'s time in `int(c) for c in str(n)`).
+    "str_to_int": """block(define($s, $1),
+  define($t, str_strip($s)), define($n, len($t)), define($i, 0), define($sign, 1), define($r, 0),
+  if($n > 0, if(getitem($t, 0) == "-" || getitem($t, 0) == "+", block(
+    if(getitem($t, 0) == "-", define($sign, -1)), define($i, 1)))),
+  if($i >= $n, assert(false, concat("$EValueError] invalid literal for int() with base 10: '", $s, "'"))),
+  while($i < $n, block(define($d, str_find("0123456789", getitem($t, $i))),
+    if($d < 0, assert(false, concat("$EValueError] invalid literal for int() with base 10: '", $s, "'"))),
+    define($r, $r * 10 + $d), define($i, $i + 1))),
+  $sign * $r)""",
+    # x.tolist(): __to_list, its argument's kind checked at the user's line
+    "to_list": """block(define($x, $1), if(ndim($x) == 0, item($x), __to_list($x)))""",
     # random.choice(seq): one item drawn uniformly (an empty sequence is an
     # IndexError, as Python's).
     "choice": """block(define($s, $1), if(len($s) == 0,
   assert(false, "$EIndexError] [random.choice] Cannot choose from an empty sequence"),
   getitem($s, item(random_integers(0, len($s), list())))))""",
 }
+# A set's min and max: over its keys (an empty set is Python's ValueError).
+for _op, _cmp in (("min", "<"), ("max", ">")):
+    INLINE[f"set_{_op}"] = f"""block(define($s, $1),
+  define($k, keys($s)), define($n, len($k)),
+  if($n == 0, assert(false, "$EValueError] {_op}() arg is an empty sequence")),
+  define($m, getitem($k, 0)), define($i, 1),
+  while($i < $n, block(define($v, getitem($k, $i)), if($v {_cmp} $m, define($m, $v)),
+    define($i, $i + 1))),
+  $m)"""

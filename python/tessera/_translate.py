@@ -33,7 +33,7 @@ from ._list_args import (_result_spec, _returns_spec, changed_roots,
                          convert_result, element_check, element_names)
 from ._sets import rewrite_sets
 from ._statements import StatementsMixin
-from ._aliases import alias_hazards, hazard_check, static_hazard
+from ._aliases import Analysis, alias_analysis
 from ._templates import ERROR_TAG, HELPER_DEPS, HELPERS, INLINE, RAISABLE  # noqa: F401
 
 
@@ -725,7 +725,8 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         # Variables holding an object another holds that the function changes in
         # place (_list_args.element_names): a list or dict there is refused.
         self.elements: set = set()
-        self.hazards: dict = {}  # _aliases.alias_hazards of the function being translated
+        self.hazards: dict = {}  # _aliases.alias_analysis of the function being translated
+        self.aliases, self.keys = Analysis(), {}
         self.fdef = self.node  # the def being translated (a nested one inside it)
         if func.__closure__:
             for name, cell in zip(func.__code__.co_freevars, func.__closure__):
@@ -834,7 +835,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         saved_line = self.line
         self.line = node.lineno
         outer_writeback, outer_elements = self.writeback, self.elements
-        outer_hazards = self.hazards
+        outer_hazards, outer_aliases, outer_keys = self.hazards, self.aliases, self.keys
         outer_breaks, self.break_flags = self.break_flags, []
         outer_fdef, self.fdef = self.fdef, node
         if not toplevel:
@@ -842,7 +843,9 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         param_names = self.param_names(node.args, True)
         given_back = {p for p in param_names if self.writeback and mangle(p) in self.writeback}
         self.elements = element_names(node, given_back)
-        self.hazards = alias_hazards(node)
+        self.aliases = alias_analysis(node)
+        self.hazards = self.aliases.hazards
+        keys = self.alias_keys(self.aliases)
         # a parameter changed in place is checked once, on entry (not in its loops)
         checked = [p for p in param_names if p in self.elements]
         self.elements -= set(checked)
@@ -858,12 +861,13 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
             else:
                 texts = self.stmts(body, tail=True)
             texts = [element_check(self.name(p, node), p, ERROR_TAG) for p in checked] + texts
+            texts = keys + texts
             body_text = self.block(texts)
         finally:
             self.scope, self.renames = outer_scope, outer_renames
             self.line = saved_line
             self.writeback, self.elements = outer_writeback, outer_elements
-            self.hazards = outer_hazards
+            self.hazards, self.aliases, self.keys = outer_hazards, outer_aliases, outer_keys
             self.break_flags, self.fdef = outer_breaks, outer_fdef
         return self.mark(node.lineno) + _define_function(name, params, body_text)
 
@@ -905,32 +909,15 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         saved = self.line
         self.line = node.lineno
         try:
-            texts = self._stmt(node, tail)
+            texts = self.alias_texts(node, self._stmt(node, tail), tail)
         finally:
             self.line = saved
         if self.elements:
             texts = [element_check(self.name(name, node), name, ERROR_TAG)
                      for name in changed_roots(node) if name in self.elements] + texts
-        if id(node) in self.hazards:
-            texts = [self.alias_check(*self.hazards[id(node)])] + texts
         if texts:
             texts[0] = self.mark(node.lineno) + texts[0]
         return texts
-
-    def alias_check(self, node, names, holder, change) -> str:
-        """The run-time refusal of two names for one list or dict that ``change``
-        changes in place (_aliases.py); ``a = b = []`` is refused here."""
-        if holder is None and static_hazard(node):
-            self.unsupported(
-                f"{' = '.join(sorted(names))} = ...: one list or dict under two names, one of "
-                f"them changed in place later (line {change.lineno}), which Python shows through "
-                f"both and a jit function (whose lists and dicts are values) cannot", node,
-                "give each name its own value (a = []; b = [])")
-        if holder is not None:
-            value = next(iter(names))
-        else:
-            value = node.value.id
-        return hazard_check(names, holder, change, self.name(value, node), ERROR_TAG)
 
     def _stmt(self, node, tail) -> list:
         kind = type(node)

@@ -302,10 +302,16 @@ def del_in_loop_read_next_turn(n):
     return t
 
 
-def del_with_step(n):
-    xs = list(range(n))
-    del xs[::2]
+def del_with_step(xs, a, b, k):
+    xs = list(xs)
+    del xs[a:b:k]
     return xs
+
+
+def del_steps_in_place(xs):
+    del xs[::2]
+    del xs[::-3]
+    return len(xs)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
@@ -321,7 +327,31 @@ def test_del_missing_key_and_index_are_pythons_errors():
     assert tessera.jit(del_missing_key)(1) == del_missing_key(1)
 
 
-@pytest.mark.parametrize("f", [del_then_read, del_in_loop_read_next_turn, del_with_step])
+@pytest.mark.parametrize("n", [0, 1, 5, 8])
+@pytest.mark.parametrize("a,b,k", [(None, None, 2), (None, None, -1), (1, None, 3),
+                                   (None, -2, -2), (-7, 9, 2), (4, 0, -3), (0, 5, 1)])
+def test_del_of_a_step_slice_as_python(n, a, b, k):
+    assert tessera.jit(del_with_step)(list(range(n)), a, b, k) == del_with_step(range(n), a, b, k)
+
+
+def test_del_of_a_step_slice_changes_the_callers_list():
+    want, got = list(range(11)), list(range(11))
+    assert tessera.jit(del_steps_in_place)(got) == del_steps_in_place(want)
+    assert got == want
+
+
+def test_del_of_a_step_slice_errors_are_pythons():
+    with pytest.raises(ValueError, match="slice step cannot be zero") as e:
+        tessera.jit(del_with_step)([1, 2], None, None, 0)
+    assert f"test_jit_aliases.py:{del_with_step.__code__.co_firstlineno + 2}" in str(e.value)
+    with pytest.raises(TypeError) as want:
+        del_steps_in_place((1, 2))
+    with pytest.raises(TypeError) as got:
+        tessera.jit(del_steps_in_place)((1, 2))
+    assert str(want.value) in str(got.value)
+
+
+@pytest.mark.parametrize("f", [del_then_read, del_in_loop_read_next_turn])
 def test_del_that_cannot_keep_pythons_meaning_is_refused(f):
     with pytest.raises(tessera.UnsupportedError, match=r"del .*test_jit_aliases.py:\d+"):
         tessera.jit(f)(4)
@@ -424,3 +454,430 @@ def stored_in_a_display_then_appended(n):
 def test_a_row_stored_in_a_display_is_named_with_its_holder():
     with pytest.raises(tessera.UnsupportedError, match=r"'row' is put into 't' here"):
         tessera.jit(stored_in_a_display_then_appended)(3)
+
+
+# ---------------------------------------------------------------- rows of a table
+
+
+def lcs_row_names(a, b):
+    # the DP pattern: rows read through names while the table is written
+    d = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        prev = d[i - 1]
+        cur = d[i]
+        for j in range(1, len(b) + 1):
+            if a[i - 1] == b[j - 1]:
+                d[i][j] = prev[j - 1] + 1
+            else:
+                d[i][j] = max(prev[j], cur[j - 1])
+    return d[len(a)][len(b)], d
+
+
+def rows_by_tuple(n):
+    d = [[0] * 4 for _ in range(n)]
+    for i in range(1, n):
+        prev, cur = d[i - 1], d[i]
+        for j in range(4):
+            d[i][j] = prev[j] + j + (cur[j - 1] if j else 0)
+    return d
+
+
+def row_by_negative_index(n):
+    t = [[0] * 3 for _ in range(3)]
+    last = t[-1]
+    t[2][0] = n
+    t[-1][1] = n + 1
+    t[0][2] = 9
+    return last, t
+
+
+def row_grown_through_the_table(n):
+    t = [[1], [2]]
+    r = t[0]
+    for i in range(n):
+        t[0].append(i)
+        t[1].append(-i)
+    t[0] += [7]
+    return r, t
+
+
+def row_replaced_then_written(n):
+    t = [[0, 0], [0, 0]]
+    r = t[0]
+    t[0] = [5, 5]
+    t[0][1] = n
+    return r, t
+
+
+def dict_of_rows(n):
+    d = {"a": [0, 0], "b": [1, 1]}
+    r = d["a"]
+    d["a"][0] = n
+    d["b"][1] = n
+    return r, d
+
+
+def row_after_table_grew(n):
+    t = [[0]]
+    r = t[0]
+    t.append([1])
+    t[0][0] = n
+    return r
+
+
+def row_ahead_written_next_turn(n):
+    # nxt = d[i + 1] is the row d[i] the next turn writes before nxt is rebound
+    d = [[0] * 2 for _ in range(n + 1)]
+    out = 0
+    for i in range(n):
+        d[i][0] += i + 1
+        if i > 0:
+            out += nxt[0]  # noqa: F821 -- bound the turn before
+        nxt = d[i + 1]
+    return out
+
+
+def row_behind_with_index_moved(n):
+    d = [[1] * 3 for _ in range(n + 1)]
+    i = 1
+    while i < n:
+        prev = d[i - 1]
+        i += 1
+        d[i - 2][1] = i
+        d[i][0] = prev[1]
+    return d
+
+
+ROW_CASES = [(row_ahead_written_next_turn, (4,)), (row_behind_with_index_moved, (5,)),
+             (lcs_row_names, ("abcbdab", "bdcaba")), (lcs_row_names, ("kitten", "sitting")),
+             (rows_by_tuple, (5,)), (row_by_negative_index, (4,)),
+             (row_grown_through_the_table, (3,)), (row_replaced_then_written, (3,)),
+             (dict_of_rows, (6,)), (row_after_table_grew, (2,))]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("f,args", ROW_CASES, ids=[f"{f.__name__}-{a[0]}" for f, a in ROW_CASES])
+def test_a_row_under_a_name_sees_the_tables_writes_as_python(f, args, threads):
+    assert tessera.jit(f, threads=threads)(*args) == f(*args)
+
+
+def row_then_table_reordered(n):
+    t = [[0], [1], [2]]
+    r = t[0]
+    t.insert(0, [9])
+    t[1][0] = n
+    return r
+
+
+def row_of_a_computed_index(xs):
+    t = [[0, 0], [0, 0]]
+    r = t[xs.index(1)]
+    t[1][0] = 5
+    return r
+
+
+@pytest.mark.parametrize("f,args", [(row_then_table_reordered, (3,)),
+                                    (row_of_a_computed_index, ([0, 1],))])
+def test_a_row_tessera_cannot_follow_is_refused(f, args):
+    with pytest.raises(tessera.UnsupportedError) as e:
+        tessera.jit(f)(*args)
+    msg = str(e.value)
+    assert "is an item of 't' (line " in msg and "read later" in msg, msg
+    assert "test_jit_aliases.py:" in msg, msg
+
+
+def same_row_twice(n):
+    row = [0] * 3
+    t = [row, row]
+    t[0][1] = n
+    return t
+
+
+def repeated_row(n):
+    t = [[0] * 3] * 2
+    t[0][1] = n
+    return t
+
+
+def repeated_rows_of_sizes(n, m):
+    t = [[0] * n] * m
+    t[0][0] = 5
+    return t
+
+
+def repeated_by_comprehension(n):
+    row = [0, 0]
+    t = [row for _ in range(n)]
+    t[0][0] = 1
+    return t
+
+
+def slot_copied(n):
+    t = [[0, 0], [1, 1]]
+    t[1] = t[0]
+    t[1][0] = n
+    return t
+
+
+def appended_twice(n):
+    rows = []
+    row = [0, 0]
+    for i in range(n):
+        rows.append(row)
+    rows[0][1] = 7
+    return rows
+
+
+def stored_row_read_later(n):
+    row = [0, 0]
+    t = [row, [1, 1]]
+    t[0][0] = n
+    return row
+
+
+def twice_then_rebound(n):
+    row = [0, 0]
+    t = [row, row]
+    row = [9]
+    t[0][0] = n
+    return t, row
+
+
+def grown_through_the_table(n):
+    t = [[0]] * 2
+    t[0].append(n)
+    return t
+
+
+# (function, arguments, the line making the table, the line writing through it)
+SHARED = [(same_row_twice, (3,), 2, 3), (repeated_row, (3,), 1, 2),
+          (repeated_rows_of_sizes, (3, 2), 1, 2), (repeated_by_comprehension, (3,), 2, 3),
+          (slot_copied, (4,), 2, 3), (appended_twice, (3,), 4, 5),
+          (stored_row_read_later, (5,), 2, 3), (twice_then_rebound, (5,), 2, 4),
+          (grown_through_the_table, (5,), 1, 2)]
+
+
+@pytest.mark.parametrize("f,args,made,written", SHARED, ids=[c[0].__name__ for c in SHARED])
+def test_one_list_held_twice_and_written_through_is_refused(f, args, made, written):
+    with pytest.raises(tessera.UnsupportedError) as e:
+        tessera.jit(f)(*args)
+    msg = str(e.value)
+    first = f.__code__.co_firstlineno
+    assert f"here and is changed in place through an item later (line {first + written})" \
+        in msg, msg
+    assert f"test_jit_aliases.py:{first + made}" in msg, msg
+
+
+def rows_made_apart(n, m):
+    t = [[0] * n for _ in range(m)]
+    t[0][0] = 5
+    return t
+
+
+def one_repeated_row(n):
+    t = [[0] * n] * 1  # one row: nothing shared
+    t[0][0] = 5
+    return t
+
+
+def repeated_numbers(n):
+    t = [0] * n
+    t[0] += 1
+    return t
+
+
+def a_number_twice(n):
+    x = n * 2
+    t = [x, x]
+    t[0] += 1
+    return t
+
+
+def repeated_rows_replaced(n):
+    t = [[0] * 2] * n
+    for i in range(n):
+        t[i] = [i, i]
+    return t
+
+
+def rows_appended_fresh(n):
+    rows = []
+    for i in range(n):
+        row = [i, i]
+        rows.append(row)
+    rows[0][0] = 9
+    return rows
+
+
+LOOK_ALIKE_TABLES = [(rows_made_apart, (3, 2)), (one_repeated_row, (3,)), (repeated_numbers, (4,)),
+                     (a_number_twice, (3,)),
+                     (repeated_rows_replaced, (3,)), (rows_appended_fresh, (3,))]
+
+
+@pytest.mark.parametrize("f,args", LOOK_ALIKE_TABLES, ids=[f.__name__ for f, _ in LOOK_ALIKE_TABLES])
+def test_tables_of_separate_rows_keep_pythons_answer(f, args):
+    assert tessera.jit(f)(*args) == f(*args)
+
+
+# ---------------------------------------------------------------- errors of the translator's expansions
+
+
+def set_min_empty(n):
+    s = set(range(n))
+    return min(s)
+
+
+def set_max_empty(n):
+    s = set(range(n))
+    return max(s)
+
+
+def set_sum_floats(n):
+    s = {0.5 * i for i in range(n)}
+    return sum(s)
+
+
+def append_to_a_number(n):
+    d = {0: n}
+    d[0].append(n)
+    return d
+
+
+def extend_a_number(n):
+    d = {0: n}
+    d.setdefault(0, []).extend([n])
+    return d
+
+
+def digits(s):
+    return [int(c) for c in str(s)]
+
+
+def sum_of_mixed(xs):
+    return sum(xs)
+
+
+def sum_of_a_display(x):
+    return sum([x, "a"])
+
+
+def index_tuples(x):
+    s = 0.0
+    for idx in np.ndindex(3):
+        s += x[idx]
+    return s
+
+
+def rounded(x):
+    return round(x)
+
+
+def columns(a, b):
+    return np.c_[a, b]
+
+
+def item_of(x):
+    return x.item()
+
+
+def to_list_of(x):
+    return x.tolist()
+
+
+# (function, arguments, Python's exception, the error's line in the function);
+# None: the error is tessera's own (its message is checked by its own tests).
+EXPANSION_ERRORS = [
+    (set_min_empty, (0,), ValueError, 2), (set_max_empty, (0,), ValueError, 2),
+    (set_sum_floats, (3,), None, 2), (append_to_a_number, (1,), AttributeError, 2),
+    (extend_a_number, (1,), AttributeError, 2), (digits, ("1a",), ValueError, 1),
+    (sum_of_mixed, ([1, "a"],), TypeError, 1), (sum_of_a_display, (1,), TypeError, 1),
+    (index_tuples, (np.zeros(2),), IndexError, 3), (rounded, ("s",), None, 1),
+    (columns, (np.zeros(2), "s"), None, 1), (item_of, (np.zeros(2),), ValueError, 1),
+    (to_list_of, ("s",), None, 1),
+]
+
+
+@pytest.mark.parametrize("f,args,exc,line", EXPANSION_ERRORS,
+                         ids=[c[0].__name__ for c in EXPANSION_ERRORS])
+def test_an_expansions_error_names_the_users_line(f, args, exc, line):
+    # sum(), min(), max() of a set, d[k].append(), int(str), x[idx], round(),
+    # np.c_, x.item(), x.tolist(): the translator's text for them used to name
+    # the program's text (<jit f>:line:col) instead of the user's line.
+    if exc is not None:
+        with pytest.raises(exc) as want:
+            f(*copy.deepcopy(args))
+    with pytest.raises(Exception) as got:
+        tessera.jit(f)(*copy.deepcopy(args))
+    msg = str(got.value)
+    assert f"(at test_jit_aliases.py:{f.__code__.co_firstlineno + line})" in msg, msg
+    assert "<jit" not in msg, msg
+    if exc is not None:
+        assert isinstance(got.value, exc), msg
+        assert str(want.value) in msg, (str(want.value), msg)
+
+
+def loop_row_read_after_table_written(n):
+    t = [[0, 0], [0, 0]]
+    out = []
+    for row in t:
+        t[0][0] = n
+        out.append(row[0])
+    return out
+
+
+def enumerated_row_read_after(n):
+    t = [[0, 0], [0, 0]]
+    out = []
+    for i, row in enumerate(t):
+        t[i][1] = n
+        out.append(row[1])
+    return out
+
+
+def loop_row_read_before_table_written(n):
+    t = [[1, 2], [3, 4]]
+    s = 0
+    for row in t:
+        s += row[0]
+        t[0][1] = n
+    return s, t
+
+
+def test_a_loops_row_read_after_the_table_is_written_is_refused():
+    for f in (loop_row_read_after_table_written, enumerated_row_read_after):
+        assert f(5) != [0, 0]  # Python: the row shows the write
+        with pytest.raises(tessera.UnsupportedError, match=r"'row' is an item of 't' \(line \d+\)"):
+            tessera.jit(f)(5)
+    f = loop_row_read_before_table_written
+    assert tessera.jit(f)(7) == f(7)
+
+
+def got_row_read_after(n):
+    d = {"a": [0, 0]}
+    r = d.get("a")
+    d["a"][0] = n
+    return r
+
+
+def longest_row_read_after(n):
+    rows = [[0], [0, 0]]
+    m = max(rows, key=len)
+    rows[1][0] = n
+    return m
+
+
+def row_bound_two_ways(n):
+    t = [[0, 0], [1, 1]]
+    r = t[0]
+    if n > 2:
+        r = t[len(t[0]) - 1]
+    t[1][0] = n
+    return r
+
+
+@pytest.mark.parametrize("f,arg", [(got_row_read_after, 5), (longest_row_read_after, 5),
+                                   (row_bound_two_ways, 5)])
+def test_a_row_a_call_or_a_computed_index_gave_is_refused_when_written(f, arg):
+    assert f(arg) != f(0)  # Python: the name shows the table's write
+    with pytest.raises(tessera.UnsupportedError, match=r"is an item of '\w+' \(line \d+\)"):
+        tessera.jit(f)(arg)
