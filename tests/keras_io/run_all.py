@@ -1,6 +1,6 @@
 """Run every Keras-style script of this folder in its own process with tessera.nn.
 
-Usage: python tests/keras_io/run_all.py [-t SECONDS] [--compare] [NAME ...]
+Usage: python tests/keras_io/run_all.py [-t SECONDS] [--compare | --max-epochs N] [NAME ...]
 
 Prints one line per script (ran / FAILED, seconds), then "N of M ran" and the
 last error line of each failure. Scripts run one at a time; each gets
@@ -43,9 +43,10 @@ def last_error_line(stderr):
     return lines[-1].strip() if lines else "(no output on stderr)"
 
 
-def run_one(name, timeout, threads=None):
+def run_one(name, timeout, threads=None, max_epochs=None):
     """(ran, seconds, error, output) of one script in a process of its own, at
-    `threads` tessera threads (default: TESSERA_THREADS, else 2)."""
+    `threads` tessera threads (default: TESSERA_THREADS, else 2); with `max_epochs`,
+    each of its fits runs at most that many epochs (_capped.py)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
     if threads is not None:
@@ -55,7 +56,10 @@ def run_one(name, timeout, threads=None):
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as cwd:  # files a script writes stay out of the tree
         try:
-            p = subprocess.run([sys.executable, os.path.join(HERE, name + ".py")], cwd=cwd,
+            script = os.path.join(HERE, name + ".py")
+            cmd = ([sys.executable, script] if max_epochs is None else
+                   [sys.executable, os.path.join(HERE, "_capped.py"), str(max_epochs), script])
+            p = subprocess.run(cmd, cwd=cwd,
                                env=env, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return False, time.perf_counter() - start, f"timed out after {timeout} s", ""
@@ -266,13 +270,19 @@ def main(argv=None):
     ap.add_argument("-t", "--timeout", type=float, default=120.0)
     ap.add_argument("--compare", action="store_true",
                     help="run each under Keras (JAX) and tessera.nn and compare their losses")
+    ap.add_argument("--max-epochs", type=int, default=None, metavar="N",
+                    help="cut each fit to at most N epochs (a quicker check that every "
+                         "script runs; not with --compare)")
     args = ap.parse_args(argv)
+    if args.max_epochs is not None and (args.compare or args.max_epochs < 1):
+        ap.error(f"--max-epochs {args.max_epochs}: a positive count, and not with --compare "
+                 "(the comparison needs each script's whole training)")
     names = args.names or scripts()
     if args.compare:
         return 1 if compare(names, args.timeout) else 0
     failures = []
     for name in names:
-        ok, took, err, _ = run_one(name, args.timeout)
+        ok, took, err, _ = run_one(name, args.timeout, max_epochs=args.max_epochs)
         ok, word = as_documented(name, ok, err)
         print(f"{word} {name:45s} {took:6.1f} s", flush=True)
         if not ok:
