@@ -77,11 +77,6 @@ STOPS: dict = {
     # calling the model; tessera traces a train_step on the model's inputs
     "metric_learning": "NotImplementedError: [fit] EmbeddingModel.train_step is traced on "
                        "data shaped as the model's inputs",
-    # A REGRESSION to fix (2026-12-05): since fit runs a subclassed model without a call
-    # context (as Keras's JAX trainer), the class token's ops.repeat(cls, ops.shape(x)[0])
-    # takes a batch of 100 (the test images') where fit's batches have 64 rows
-    "patch_convnet": "ValueError: [sparse_categorical_crossentropy] y_true has shape (64, 1) "
-                     "but y_pred has shape (100, 10)",
 }
 
 

@@ -78,7 +78,7 @@ def _stateless_entry(model, node) -> bool:
         not getattr(model, "_functional", True) and getattr(model, "kind", "") != "Sequential"
 
 
-def written_training(model, node, enclosing, traced: bool, mode: str):
+def written_training(model, node, enclosing, mode: str):
     """(the program's training flag for a layer node of `model`'s program written in
     `mode` ("true"/"false"), the value the layers inside it inherit: True, False or
     None as Keras's call context holds it, None running as inference). `enclosing` is
@@ -95,8 +95,8 @@ def written_training(model, node, enclosing, traced: bool, mode: str):
         held = bool(given)
     elif enclosing is not None:
         held = enclosing
-    else:
-        held = signature_training(node.args[0].call) if traced else None
+    else:  # (a built-in layer's too: Keras's image augmentation defaults to True)
+        held = signature_training(node.args[0].call)
     return ("true" if held else "false"), held
 
 

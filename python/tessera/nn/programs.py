@@ -245,7 +245,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                       for k, v in t.kwargs.items()}
             static.pop("training", None)
             traced = layer._is_custom() and not getattr(t, "builtin", None)  # (super().call)
-            train, held = written_training(self, t, context[-1], traced, training)
+            train, held = written_training(self, t, context[-1], training)
             number = next(counter)
             if counters is not None:
                 number = counters.setdefault(t.id, number)
