@@ -116,3 +116,38 @@ def test_augmentation_in_a_subclassed_call_defaults_to_training(keras):
     tm.fit(x, y, batch_size=5, epochs=1, shuffle=False, verbose=0)
     km.fit(x, y, batch_size=5, epochs=1, shuffle=False, verbose=0)
     _close_weights(tm, km)
+
+
+# ------------------------------------- a functional graph's node recorded with training=True
+def _dropped_graph(lib, nested=False):
+    """Dropout(0.5)(x, training=True) recorded in a functional graph (optionally a model
+    nested in another)."""
+    layers = lib.layers
+    inp = lib.Input((400,))
+    out = layers.Dropout(0.5)(inp, training=True)
+    model = lib.Model(inp, out)
+    if nested:
+        outer_in = lib.Input((400,))
+        model = lib.Model(outer_in, layers.Identity()(model(outer_in)))
+    return model
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_graph_node_recorded_with_training_applies_in_an_eager_call(keras, nested):
+    """Keras: an eager model(x) opens a call context with training=None, so the node keeps
+    its training=True (operation_fn passes on only a training that is not None); predict
+    and model(x, training=False) pass False over it."""
+    x = np.ones((5, 400), "float32")
+    for lib in (tn, keras):
+        m = _dropped_graph(lib, nested)
+        eager = np.asarray(m(x))
+        assert set(np.unique(eager)) == {0.0, 2.0}, lib.__name__
+        assert 0.35 < (eager == 0).mean() < 0.65
+        _close(m.predict(x, verbose=0), x)
+        _close(m(x, training=False), x)
+    tm = _dropped_graph(tn, nested)
+    assert not np.array_equal(np.asarray(tm(x)), np.asarray(tm(x)))  # a fresh draw each call
+    tn.utils.set_random_seed(3)
+    first = np.asarray(tm(x))
+    tn.utils.set_random_seed(3)
+    np.testing.assert_array_equal(np.asarray(tm(x)), first)

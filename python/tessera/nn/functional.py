@@ -912,7 +912,8 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
         return next(it)
 
     # training=True: Keras's training-mode call, one batch (Model._forward_training)
-    training = bool(eager_training(layer.call, kwargs.pop("training", None)))
+    given_training = kwargs.pop("training", None)
+    training = bool(eager_training(layer.call, given_training))
     sym_inputs = rebuild(inputs)
     sym_args = rebuild(list(args))
     if builtin is not None:
@@ -929,6 +930,7 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     feeds = arrays + mask_arrays
     if not extra:
         model = Model(sym + mask_in, out, dtype=dtype, name=INTERNAL_MODEL_NAME)
+        _open_context(model, given_training)
         result = _run_eager(model, feeds, training)
         if not any(m is not None for m in masks):
             return result
@@ -936,6 +938,7 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
         computed = []
     else:
         model = Model(sym + mask_in, outs + extra, dtype=dtype, name=INTERNAL_MODEL_NAME)
+        _open_context(model, given_training)
         result = _run_eager(model, feeds, training)
         values, computed = list(result[:len(outs)]), list(result[len(outs):])
     found = iter(computed)
@@ -949,6 +952,15 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     if isinstance(out, (list, tuple)):
         return type(out)(with_masks) if isinstance(out, tuple) else with_masks
     return with_masks[0]
+
+
+def _open_context(model, given):
+    """An eager call given no `training` opens Keras's call context with None: the
+    layers of a functional graph recorded with `training=` keep it (Keras's
+    operation_fn passes on only a training that is not None), the others take their
+    own call's default (call_defaults.written_training)."""
+    if given is None:
+        model.__dict__["_context_none"] = True
 
 
 def _run_eager(model, feeds, training):

@@ -168,7 +168,11 @@ class InferenceMixin:
         """The seed of one evaluate or predict batch: the model's own count, so a
         keras.random draw with a SeedGenerator in a layer's call differs from batch
         to batch and call to call (Keras advances the generator's state), without
-        drawing from the global stream."""
+        drawing from the global stream. An eager call given no `training` whose
+        graph runs a node in training mode (Dropout(x, training=True) in a functional
+        graph) draws from the global stream, as Keras's eager call does."""
+        if self.__dict__.get("_context_none") and self.__dict__.get("_trains_a_node"):
+            return eager_training_seed()
         n = self.__dict__.get("_inference_batches", 0) + 1
         self.__dict__["_inference_batches"] = n
         return n
