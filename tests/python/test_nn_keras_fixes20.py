@@ -151,3 +151,36 @@ def test_graph_node_recorded_with_training_applies_in_an_eager_call(keras, neste
     first = np.asarray(tm(x))
     tn.utils.set_random_seed(3)
     np.testing.assert_array_equal(np.asarray(tm(x)), first)
+
+
+# ---------------------------------------- an eager training call draws from a layer's own seed
+def _seeded_call(lib, make, seed, calls=1):
+    """A fresh one-layer functional model's eager training-mode outputs, `calls` times."""
+    inp = lib.Input((64,))
+    model = lib.Model(inp, make(lib.layers, seed)(inp))
+    x = np.ones((3, 64), "float32")
+    return [np.asarray(model(x, training=True)) for _ in range(calls)]
+
+
+SEEDED = {
+    "GaussianNoise": lambda L, s: L.GaussianNoise(1.0, seed=s),
+    "GaussianDropout": lambda L, s: L.GaussianDropout(0.4, seed=s),
+    "AlphaDropout": lambda L, s: L.AlphaDropout(0.4, seed=s),
+    "Dropout": lambda L, s: L.Dropout(0.4, seed=s),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_eager_training_call_draws_from_the_layers_own_seed(keras, name):
+    """As Keras's SeedGenerator(seed): a fresh layer of the same seed repeats its draws
+    whatever was drawn from the global stream in between; another seed, or the same
+    layer's next call, draws others."""
+    for lib in (tn, keras):
+        first, again = _seeded_call(lib, SEEDED[name], 1, calls=2)
+        lib.random.normal((4,))  # (a global draw between)
+        lib.utils.set_random_seed(7)
+        (same,) = _seeded_call(lib, SEEDED[name], 1)
+        (other,) = _seeded_call(lib, SEEDED[name], 2)
+        np.testing.assert_array_equal(first, same, err_msg=lib.__name__)
+        assert not np.allclose(first, other), lib.__name__
+        assert not np.allclose(first, again), lib.__name__

@@ -25,7 +25,7 @@ import contextvars
 import inspect
 
 __all__ = ["signature_training", "eager_training", "outside_calls", "step_call_training",
-           "written_training", "keep_origin"]
+           "written_training", "keep_origin", "eager_context"]
 
 _OUTSIDE_CALLS: contextvars.ContextVar = contextvars.ContextVar(
     "tessera_nn_outside_calls", default=False)
@@ -45,6 +45,16 @@ def signature_training(fn):
 def eager_training(fn, given):
     """An eager call's training: the one given, else fn's default."""
     return given if given is not None else signature_training(fn)
+
+
+def eager_context(model, given):
+    """`model` (an eager call's one-layer model), marked to run with Keras's call context
+    of None when the call was given no `training`: the layers of a functional graph
+    recorded with `training=` keep it (Keras's operation_fn passes on only a training
+    that is not None), the others take their own call's default (written_training)."""
+    if given is None:
+        model.__dict__["_context_none"] = True
+    return model
 
 
 @contextlib.contextmanager

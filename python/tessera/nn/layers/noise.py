@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..random import own_seed
 from ..variables import add_program_losses
 from .base import Layer, _data_format
 
@@ -24,7 +25,11 @@ def _rate(rate, where: str) -> float:
 
 def _seed(ctx, layer=None) -> str:
     """The draw's seed: the step's, the call's place in the model, and the
-    layer's own `seed` when given."""
+    layer's own `seed` when given; in an eager training-mode call, the layer's own
+    draw (random.own_seed)."""
+    name = own_seed(layer, ctx.index)
+    if name is not None:
+        return name
     own = getattr(layer, "seed", None)
     extra = f" + {int(own) * 1000003}" if own is not None else ""
     return f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}{extra}"
