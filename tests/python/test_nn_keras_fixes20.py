@@ -184,3 +184,45 @@ def test_eager_training_call_draws_from_the_layers_own_seed(keras, name):
         np.testing.assert_array_equal(first, same, err_msg=lib.__name__)
         assert not np.allclose(first, other), lib.__name__
         assert not np.allclose(first, again), lib.__name__
+
+
+# ----------------------------------------------------------------- AlphaDropout's noise_shape
+def _alpha_parts(lib, noise_shape, x):
+    """(which positions were dropped, the kept values' error from Keras's a * x + b) of
+    AlphaDropout(0.5, noise_shape) in an eager training-mode call on x."""
+    inp = lib.Input(x.shape[1:])
+    layer = lib.layers.AlphaDropout(0.5, noise_shape=noise_shape, seed=3)
+    y = np.asarray(lib.Model(inp, layer(inp))(x, training=True))
+    alpha_p = -1.6732632423543772848170429916717 * 1.0507009873554804934193349852946
+    a = ((1 - 0.5) * (1 + 0.5 * alpha_p ** 2)) ** -0.5
+    b = -a * alpha_p * 0.5
+    dropped = np.isclose(y, a * alpha_p + b, atol=1e-6)
+    kept_error = np.abs(np.where(dropped, 0.0, y - (a * x + b))).max()
+    return dropped, kept_error, layer.get_config()["noise_shape"]
+
+
+@pytest.mark.parametrize("noise_shape", [None, (None, 1, None), (1, None, None),
+                                         (None, 1, 1), (6, 5, 1)])
+def test_alpha_dropout_noise_shape_as_keras(keras, noise_shape):
+    """Keras honours noise_shape (None: the input's size), one draw per position of it,
+    broadcast over its size-1 axes."""
+    x = RNG.normal(size=(6, 5, 4)).astype("float32") + 3.0
+    for lib in (tn, keras):
+        dropped, kept_error, config = _alpha_parts(lib, noise_shape, x)
+        assert kept_error < 1e-5, lib.__name__
+        assert config == noise_shape
+        assert 0.0 < dropped.mean() < 1.0
+        for axis, d in enumerate(noise_shape or ()):
+            if d == 1:  # the same mask along a broadcast axis
+                first = np.take(dropped, [0], axis=axis)
+                assert (dropped == first).all(), (lib.__name__, axis)
+            else:
+                assert not (dropped == np.take(dropped, [0], axis=axis)).all()
+
+
+def test_alpha_dropout_noise_shape_that_does_not_broadcast():
+    with pytest.raises(ValueError, match=r"\[AlphaDropout\] noise_shape \(None, 3, None\) does "
+                                         r"not broadcast to the input's shape \(None, 5, 4\)"):
+        tn.layers.AlphaDropout(0.5, noise_shape=(None, 3, None))(tn.Input((5, 4)))
+    with pytest.raises(ValueError, match=r"\[AlphaDropout\] noise_shape must be a tuple"):
+        tn.layers.AlphaDropout(0.5, noise_shape=(0, None))
