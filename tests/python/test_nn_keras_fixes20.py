@@ -226,3 +226,56 @@ def test_alpha_dropout_noise_shape_that_does_not_broadcast():
         tn.layers.AlphaDropout(0.5, noise_shape=(None, 3, None))(tn.Input((5, 4)))
     with pytest.raises(ValueError, match=r"\[AlphaDropout\] noise_shape must be a tuple"):
         tn.layers.AlphaDropout(0.5, noise_shape=(0, None))
+
+
+# --------------------------------------------------------------- temporal sample weights
+def _sequence_model(lib):
+    inp = lib.Input((5, 3))
+    model = lib.Model(inp, lib.layers.Dense(4)(lib.layers.GRU(6, return_sequences=True)(inp)))
+    model.compile(optimizer=lib.optimizers.SGD(0.1),
+                  loss=lib.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], weighted_metrics=["accuracy"])
+    return model
+
+
+@pytest.mark.parametrize("trailing_one", [False, True])
+def test_temporal_sample_weights_in_fit_and_evaluate(keras, trailing_one):
+    """sample_weight (n, steps) for a (n, steps, classes) output: the per-step losses
+    weighted and reduced over the steps as Keras's (also as (n, steps, 1)); the weighted
+    metric weighted per step, the plain one not; batches of 4 over 10 rows."""
+    x = RNG.normal(size=(10, 5, 3)).astype("float32")
+    y = RNG.integers(0, 4, (10, 5))
+    w = RNG.uniform(0, 2, (10, 5)).astype("float32")
+    w[:, 3:] = 0.0  # (the padded steps of a sequence, as transformer_asr's)
+    if trailing_one:
+        w = w[..., None]
+    tm, km = _sequence_model(tn), _sequence_model(keras)
+    _same_weights(tm, km)
+    te = tm.evaluate(x, y, sample_weight=w, batch_size=4, verbose=0, return_dict=True)
+    ke = km.evaluate(x, y, sample_weight=w, batch_size=4, verbose=0, return_dict=True)
+    assert sorted(te) == sorted(ke)
+    for k in ke:
+        _close(te[k], ke[k], 1e-5)
+    ht = tm.fit(x, y, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    hk = km.fit(x, y, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    for k in hk.history:
+        _close(ht.history[k], hk.history[k], 1e-4)
+    _close_weights(tm, km)
+    # (a test that can fail: unweighted, the loss differs)
+    assert not np.isclose(km.evaluate(x, y, verbose=0)[0],
+                          km.evaluate(x, y, sample_weight=w, verbose=0)[0])
+
+
+def test_sample_weight_that_does_not_broadcast_names_the_shapes():
+    tm = _sequence_model(tn)
+    x, y = np.zeros((6, 5, 3), "float32"), np.zeros((6, 5), "int64")
+    for where, call in (("fit", lambda w: tm.fit(x, y, sample_weight=w, verbose=0)),
+                        ("evaluate", lambda w: tm.evaluate(x, y, sample_weight=w, verbose=0))):
+        with pytest.raises(ValueError, match=rf"\[{where}\] sample_weight of shape \(6, 3\) "
+                                             r"does not broadcast to the losses: .* shape "
+                                             r"\(6,\), .* shape \(6, 5\) \(output 0\) \(at "):
+            call(np.ones((6, 3)))
+    with pytest.raises(ValueError, match=r"\[fit\] sample_weight\[\(1, 2\)\] is -1.0"):
+        w = np.ones((6, 5))
+        w[1, 2] = -1.0
+        tm.fit(x, y, sample_weight=w, verbose=0)
