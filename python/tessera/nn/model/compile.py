@@ -530,10 +530,14 @@ class CompileMixin:
         than the loss has is squeezed, as Keras's squeeze_or_expand_to_same_rank)."""
         if sw.ndim == 1 and sw.shape == (n,):
             return sw
+        if sw.ndim == 0 or sw.shape[0] != n:
+            raise ValueError(f"[{where}] sample_weight must have one weight per sample, "
+                             f"shape ({n},) (or one per entry of the loss), got {sw.shape} "
+                             f"(at {user_location()})")
         losses = getattr(getattr(self, "_compiled", None), "losses", None) or []
         pers = [(k, (n,) + tuple(o.shape[1:-1]))
                 for k, (o, loss) in enumerate(zip(self._outputs, losses)) if loss is not None]
-        if sw.ndim >= 2 and sw.shape[0] == n and pers:
+        if sw.ndim >= 2 and pers:
             squeezed = sw
             if all(sw.ndim == len(per) + 1 for _, per in pers) and sw.shape[-1] == 1:
                 squeezed = sw.reshape(sw.shape[:-1])
