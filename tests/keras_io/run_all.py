@@ -78,11 +78,6 @@ STOPS: dict = {
     # each batch's values: tessera traces it once into the compiled step
     "debugging_tips": "TypeError: [KerasTensor] a symbolic tensor has no value to convert "
                       "with float()",
-    # A REGRESSION to fix (2026-12-05): since fit runs a subclassed model without a call
-    # context (as Keras's JAX trainer), the class token's ops.repeat(cls, ops.shape(x)[0])
-    # takes a batch of 100 (the test images') where fit's batches have 64 rows
-    "patch_convnet": "ValueError: [sparse_categorical_crossentropy] y_true has shape (64, 1) "
-                     "but y_pred has shape (100, 10)",
 }
 
 

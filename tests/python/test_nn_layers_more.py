@@ -696,10 +696,6 @@ def test_softmax_mask_shape_and_noise_seed():
         nn.layers.Softmax()(x, mask=m)
 
 
-@pytest.mark.xfail(strict=True, reason="a model called eagerly with training=True draws from the "
-                   "global stream, not the layers' own seeds (Keras: each layer's SeedGenerator); "
-                   "predict, which ran such nodes in training before, now runs them in inference "
-                   "as Keras")
 def test_noise_layers_own_seed_in_an_eager_training_call():
     # a layer's own seed changes its draws; the same seed repeats them
     data = np.ones((4, 50), np.float32)

@@ -25,7 +25,7 @@ import contextvars
 import inspect
 
 __all__ = ["signature_training", "eager_training", "outside_calls", "step_call_training",
-           "written_training", "keep_origin"]
+           "written_training", "keep_origin", "eager_context"]
 
 _OUTSIDE_CALLS: contextvars.ContextVar = contextvars.ContextVar(
     "tessera_nn_outside_calls", default=False)
@@ -45,6 +45,16 @@ def signature_training(fn):
 def eager_training(fn, given):
     """An eager call's training: the one given, else fn's default."""
     return given if given is not None else signature_training(fn)
+
+
+def eager_context(model, given):
+    """`model` (an eager call's one-layer model), marked to run with Keras's call context
+    of None when the call was given no `training`: the layers of a functional graph
+    recorded with `training=` keep it (Keras's operation_fn passes on only a training
+    that is not None), the others take their own call's default (written_training)."""
+    if given is None:
+        model.__dict__["_context_none"] = True
+    return model
 
 
 @contextlib.contextmanager
@@ -78,7 +88,7 @@ def _stateless_entry(model, node) -> bool:
         not getattr(model, "_functional", True) and getattr(model, "kind", "") != "Sequential"
 
 
-def written_training(model, node, enclosing, traced: bool, mode: str):
+def written_training(model, node, enclosing, mode: str):
     """(the program's training flag for a layer node of `model`'s program written in
     `mode` ("true"/"false"), the value the layers inside it inherit: True, False or
     None as Keras's call context holds it, None running as inference). `enclosing` is
@@ -95,8 +105,8 @@ def written_training(model, node, enclosing, traced: bool, mode: str):
         held = bool(given)
     elif enclosing is not None:
         held = enclosing
-    else:
-        held = signature_training(node.args[0].call) if traced else None
+    else:  # (a built-in layer's too: Keras's image augmentation defaults to True)
+        held = signature_training(node.args[0].call)
     return ("true" if held else "false"), held
 
 

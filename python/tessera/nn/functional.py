@@ -10,7 +10,7 @@ import numpy as np
 
 from . import tree as _tree
 from .build_shapes import built_on, first_argument_shapes
-from .call_defaults import eager_training, keep_origin, step_call_training
+from .call_defaults import eager_context, eager_training, keep_origin, step_call_training
 from .dtype_policies import eager_dtype, eager_inputs
 from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
@@ -911,8 +911,8 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
             return type(v)(rebuild(u) for u in v)
         return next(it)
 
-    # training=True: Keras's training-mode call, one batch (Model._forward_training)
-    training = bool(eager_training(layer.call, kwargs.pop("training", None)))
+    given_training = kwargs.pop("training", None)  # (True: Model._forward_training)
+    training = bool(eager_training(layer.call, given_training))
     sym_inputs = rebuild(inputs)
     sym_args = rebuild(list(args))
     if builtin is not None:
@@ -929,14 +929,14 @@ def _eager_call(layer, inputs, args, kwargs, builtin=None):
     feeds = arrays + mask_arrays
     if not extra:
         model = Model(sym + mask_in, out, dtype=dtype, name=INTERNAL_MODEL_NAME)
-        result = _run_eager(model, feeds, training)
+        result = _run_eager(eager_context(model, given_training), feeds, training)
         if not any(m is not None for m in masks):
             return result
         values = list(result) if isinstance(out, (list, tuple)) else [result]
         computed = []
     else:
         model = Model(sym + mask_in, outs + extra, dtype=dtype, name=INTERNAL_MODEL_NAME)
-        result = _run_eager(model, feeds, training)
+        result = _run_eager(eager_context(model, given_training), feeds, training)
         values, computed = list(result[:len(outs)]), list(result[len(outs):])
     found = iter(computed)
     with_masks = []

@@ -288,7 +288,15 @@ class MeanMetricWrapper(Metric):
         if w is None:
             return [f"sum({per_sample})",
                     f"zeros(list(), dtype={_F64}) + shape({p})[0]"]
-        return [f"sum({per_sample} * {_f64(w)})", f"sum({_f64(w)})"]
+        # temporal weights (batch, steps, ...): Keras's reduce_to_samplewise_values, the
+        # values averaged down to the weights' rank, each sample's weighted values and
+        # weights averaged over its entries
+        vals = f"mean(reshape({_f64(self.values(y, p))}, concatenate(list(shape({w}), " \
+               "zeros(1, dtype=\"int64\") - 1))), axis=-1)"
+        entries = f"(astype(size({w}), {_F64}) / astype(shape({w})[0], {_F64}))"
+        return [f"if(ndim({w}) > 1, sum({vals} * {_f64(w)}) / {entries}, "
+                f"sum({per_sample} * {_f64(w)}))",
+                f"if(ndim({w}) > 1, sum({_f64(w)}) / {entries}, sum({_f64(w)}))"]
 
     def result(self, totals):
         total, count = (float(np.asarray(t)) for t in totals)

@@ -83,8 +83,8 @@ class MetricProgramsMixin:
             mf = ctx.define("mmask", f"astype({mask}, \"float64\")")
             if sw is not None:
                 lead = [-1] + [1] * (len(self._outputs[k].shape) - 2)
-                mf = ctx.define("mmask", f"{mf} * reshape(astype({sw}, \"float64\"), "
-                                         f"{lead})")
+                w = f"astype({sw}, \"float64\")"  # (temporal weights: one per entry)
+                mf = ctx.define("mmask", f"{mf} * if(ndim({sw}) > 1, {w}, reshape({w}, {lead}))")
         for m in ms:
             if mf is not None and isinstance(m, means):
                 if isinstance(m, _FunctionMetric):

@@ -158,7 +158,8 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         fresh_count = iter(range(1 << 30))
         writer = None
         entering = [None]  # the input(s) of the layer being written
-        context = [training == "true"]  # the training of the call being written (Keras's)
+        # the training of the call being written (Keras's; None: an eager call given none)
+        context = [None if self.__dict__.get("_context_none") else training == "true"]
         # ZeRO-2 with bucket marks: the buckets the layer being written reads
         # (its output is fenced on the bucket ZERO2_IN_FLIGHT before them)
         reads: list = []
@@ -246,7 +247,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                       for k, v in t.kwargs.items()}
             static.pop("training", None)
             traced = layer._is_custom() and not getattr(t, "builtin", None)  # (super().call)
-            train, held = written_training(self, t, context[-1], traced, training)
+            train, held = written_training(self, t, context[-1], training)
+            if train == "true" and context[0] is None:  # (the eager call's seed draws anew)
+                self.__dict__["_trains_a_node"] = True
             number = next(counter)
             if counters is not None:
                 number = counters.setdefault(t.id, number)

@@ -6,6 +6,9 @@ machine and thread count); they are not JAX's numbers for the same seed."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 
 from .. import _core
@@ -110,6 +113,49 @@ def eager_training_seed() -> int:
     """The seed of one eager layer(x, training=True) call: the global
     stream's next, so every call draws anew."""
     return _GLOBAL.next() % (1 << 31)
+
+
+# While an eager training-mode call's program is written: the (layer, call index) of each
+# seeded random layer's draw, each given a seed parameter of its own (own_seed)
+_OWN_SEEDS: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_own_seeds",
+                                                            default=None)
+
+
+@contextlib.contextmanager
+def own_seeds_collected():
+    """Yields the list of (layer, call index) whose draws the program written in this
+    block takes as parameters own_seed_0, own_seed_1, ... (Keras's eager call draws
+    from each layer's own SeedGenerator, not from the global stream)."""
+    held: list = []
+    token = _OWN_SEEDS.set(held)
+    try:
+        yield held
+    finally:
+        _OWN_SEEDS.reset(token)
+
+
+def own_seed(layer, index: int):
+    """The name of the parameter holding the seed of `layer`'s draw at call `index`, in
+    a program written under own_seeds_collected by a layer made with `seed=`; else None
+    (the step's seed keys the draw)."""
+    held = _OWN_SEEDS.get()
+    seed = getattr(layer, "seed", None)
+    if held is None or seed is None or isinstance(seed, SeedGenerator):
+        return None
+    for k, (other, at) in enumerate(held):
+        if other is layer and at == index:
+            return f"own_seed_{k}"
+    held.append((layer, index))
+    return f"own_seed_{len(held) - 1}"
+
+
+def next_own_seed(layer) -> int:
+    """A seeded layer's seed for its next eager draw: its `seed` and the number of draws
+    it made, as Keras's SeedGenerator(seed) advances its state (the same seed repeats a
+    fresh layer's draws; another seed gives others), below 2**40."""
+    n = layer.__dict__.get("_own_draws", 0)
+    layer.__dict__["_own_draws"] = n + 1
+    return (int(layer.seed) * 1_000_003 + n * 7_919 + 1) % (1 << 40)
 
 
 def unseeded_layer_seed() -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import inspect
 
 from ..functional import _TRACING, _placeholders, write_traced
+from ..random import own_seed
 from ..symbolic import Input, KerasTensor
 from ..variables import tracing
 from .base import Layer, Param, _activation, _apply, _initializer, _positive, _regularizer
@@ -316,20 +317,22 @@ class Dropout(Layer):
         if not self.rate:
             return x
         if self.noise_shape is None:
-            return dropout_expr(x, self.rate, ctx)
+            return dropout_expr(x, self.rate, ctx, self)
         # Keras's noise_shape: one draw per kept position, broadcast over the size-1 axes
         # (EfficientNet's per-sample drop of a residual branch: (None, 1, 1, 1)).
         x = ctx.define("dr_x", x)
         index = ", ".join("slice(0, 1)" if d == 1 and n != 1 else "slice(nil, nil)"
                           for d, n in zip(self.noise_shape, (None,) + tuple(self._in_shape)))
         ones = f"ones_like(stop_gradient(getitem({x}, {index})))"
-        keep = ctx.define("dr_keep", dropout_expr(ones, self.rate, ctx))
+        keep = ctx.define("dr_keep", dropout_expr(ones, self.rate, ctx, self))
         return f"{x} * {keep}"
 
 
-def dropout_expr(x: str, rate: float, ctx) -> str:
-    """Dropout keyed by the step's seed and the call's index."""
-    return f"dropout({x}, {rate!r}, {ctx.seed} * {ctx.seed_stride} + {ctx.index}, {ctx.training})"
+def dropout_expr(x: str, rate: float, ctx, layer=None) -> str:
+    """Dropout keyed by the step's seed and the call's index (in an eager training-mode
+    call, by a seeded layer's own draw: random.own_seed)."""
+    seed = own_seed(layer, ctx.index) or f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}"
+    return f"dropout({x}, {rate!r}, {seed}, {ctx.training})"
 
 
 class Activation(Layer):

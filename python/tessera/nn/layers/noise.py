@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from ..random import own_seed
 from ..variables import add_program_losses
 from .base import Layer, _data_format
 
@@ -24,7 +25,11 @@ def _rate(rate, where: str) -> float:
 
 def _seed(ctx, layer=None) -> str:
     """The draw's seed: the step's, the call's place in the model, and the
-    layer's own `seed` when given."""
+    layer's own `seed` when given; in an eager training-mode call, the layer's own
+    draw (random.own_seed)."""
+    name = own_seed(layer, ctx.index)
+    if name is not None:
+        return name
     own = getattr(layer, "seed", None)
     extra = f" + {int(own) * 1000003}" if own is not None else ""
     return f"{ctx.seed} * {ctx.seed_stride} + {ctx.index}{extra}"
@@ -149,9 +154,22 @@ class AlphaDropout(_Noise):
         self.rate = _rate(rate, self.kind)
         if self.rate >= 1.0:
             raise ValueError(f"[AlphaDropout] rate must be below 1, got {rate!r}")
-        if noise_shape is not None:
-            raise ValueError("[AlphaDropout] noise_shape is not supported; leave it None")
-        self.noise_shape = None
+        if noise_shape is not None and not (
+                isinstance(noise_shape, (list, tuple)) and
+                all(d is None or (isinstance(d, int) and not isinstance(d, bool) and d > 0)
+                    for d in noise_shape)):
+            raise ValueError(f"[AlphaDropout] noise_shape must be a tuple of positive ints or "
+                             f"None (an input's size), got {noise_shape!r}")
+        self.noise_shape = None if noise_shape is None else tuple(noise_shape)
+
+    def compute_output_shape(self, s):
+        ns = self.noise_shape
+        if ns is not None and (len(ns) != len(s) + 1 or any(
+                d is not None and d != 1 and d != n for d, n in zip(ns[1:], s))):
+            raise ValueError(f"[AlphaDropout] noise_shape {ns} does not broadcast to the "
+                             f"input's shape {(None,) + tuple(s)}: one size per axis, each "
+                             "None, 1 or the input's")
+        return s
 
     def _active(self):
         return self.rate > 0
@@ -162,8 +180,15 @@ class AlphaDropout(_Noise):
         r = self.rate
         a = ((1 - r) * (1 + r * alpha_p ** 2)) ** -0.5
         b = -a * alpha_p * r
-        kept = ctx.define("ad_keep", f"greater_equal(random_uniform(shape({x}), seed={_seed(ctx, self)}, "
-                                     f"dtype=dtype_name({x})), {r!r})")
+        drawn = f"shape({x})"
+        if self.noise_shape is not None:
+            # Keras's noise_shape: one draw per kept position, broadcast over the size-1
+            # axes (the batch's too: (1, None) shares one mask across the samples)
+            index = ", ".join("slice(0, 1)" if d == 1 and n != 1 else "slice(nil, nil)"
+                              for d, n in zip(self.noise_shape, (None,) + tuple(self._in_shape)))
+            drawn = f"shape(getitem({x}, {index}))"
+        kept = ctx.define("ad_keep", f"greater_equal(random_uniform({drawn}, "
+                                     f"seed={_seed(ctx, self)}, dtype=dtype_name({x})), {r!r})")
         return f"{a!r} * where({kept}, {x}, astype({alpha_p!r}, dtype_name({x}))) + {b!r}"
 
 

@@ -17,6 +17,7 @@ from ..registry import is_model
 from ..step_overrides import (compiled_loss_tensor, compiled_loss_value, overridden_step,
                               overrides_compute_loss, refuse_unshaped_step_data, symbolic_args)
 from ..string_inputs import apply_fronts, apply_group_fronts
+from ..symbolic import user_location
 from ..utils import PyDataset
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
@@ -522,6 +523,39 @@ class CompileMixin:
                                      "infinite value; clean the data or pass "
                                      "check_inputs=False")
 
+    def _temporal_sw(self, sw, n: int, where: str):
+        """sample_weight `sw` checked against the per-sample losses: one weight per sample
+        (n,), or Keras's temporal weights, (n, steps, ...) broadcasting to each output's
+        per-entry loss (batch,) + its shape but the last axis (a last axis of 1 more
+        than the loss has is squeezed, as Keras's squeeze_or_expand_to_same_rank)."""
+        if sw.ndim == 1 and sw.shape == (n,):
+            return sw
+        if sw.ndim == 0 or sw.shape[0] != n:
+            raise ValueError(f"[{where}] sample_weight must have one weight per sample, "
+                             f"shape ({n},) (or one per entry of the loss), got {sw.shape} "
+                             f"(at {user_location()})")
+        losses = getattr(getattr(self, "_compiled", None), "losses", None) or []
+        pers = [(k, (n,) + tuple(o.shape[1:-1]))
+                for k, (o, loss) in enumerate(zip(self._outputs, losses)) if loss is not None]
+        if sw.ndim >= 2 and pers:
+            squeezed = sw
+            if all(sw.ndim == len(per) + 1 for _, per in pers) and sw.shape[-1] == 1:
+                squeezed = sw.reshape(sw.shape[:-1])
+            try:
+                for _, per in pers:
+                    if squeezed.ndim > len(per):
+                        raise ValueError
+                    np.broadcast_shapes(squeezed.shape + (1,) * (len(per) - squeezed.ndim), per)
+            except ValueError:
+                pass
+            else:
+                return squeezed
+        wants = " and ".join(f"{per} (output {k})" for k, per in pers) or f"({n},)"
+        raise ValueError(f"[{where}] sample_weight of shape {sw.shape} does not broadcast to the "
+                         f"losses: give one weight per sample, shape ({n},), or one per entry "
+                         f"of the loss (temporal weights), shape {wants} "
+                         f"(at {user_location()})")
+
     def _prepare_sw(self, sample_weight, class_weight, ys, n, where):
         sw = None
         if sample_weight is not None:
@@ -529,12 +563,12 @@ class CompileMixin:
             if sw.shape == (n, 1):
                 # Keras squeezes a (batch, 1) weight to the per-sample loss's rank.
                 sw = sw.reshape(n)
-            if sw.shape != (n,):
-                raise ValueError(f"[{where}] sample_weight must have one weight per sample, "
-                                 f"shape ({n},), got {sw.shape}")
-            if not np.all(np.isfinite(sw)) or (sw < 0).any():
-                i = int(np.argmax(~np.isfinite(sw) | (sw < 0)))
-                raise ValueError(f"[{where}] sample_weight[{i}] is {sw[i]}: weights must be "
+            sw = self._temporal_sw(sw, n, where)
+            bad = ~np.isfinite(sw) | (sw < 0)
+            if bad.any():
+                i = tuple(int(j) for j in np.argwhere(bad)[0])
+                at = i[0] if len(i) == 1 else i
+                raise ValueError(f"[{where}] sample_weight[{at}] is {sw[i]}: weights must be "
                                  "finite and non-negative")
         if class_weight is not None:
             if len(ys) != 1:
@@ -556,7 +590,7 @@ class CompileMixin:
                 raise ValueError(f"[{where}] class_weight has no weight for the classes "
                                  f"{missing[:10]}")
             cw = np.array([table[int(c)] for c in cls], dtype=np.float64)
-            sw = cw if sw is None else sw * cw
+            sw = cw if sw is None else sw * cw.reshape((-1,) + (1,) * (sw.ndim - 1))
         return None if sw is None else sw.astype(self.dtype)
 
     def _label_specs_from(self, ys):

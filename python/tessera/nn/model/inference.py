@@ -11,7 +11,7 @@ from ... import data as _data
 from .. import callbacks as _cb
 from .._config import capped_steps
 from ..layers.rnn_states import carried
-from ..random import eager_training_seed
+from ..random import eager_training_seed, next_own_seed, own_seeds_collected
 from ..program_constants import compile_program
 from ..registry import INTERNAL_MODEL_NAME, model_class
 from ..string_inputs import apply_fronts
@@ -168,7 +168,11 @@ class InferenceMixin:
         """The seed of one evaluate or predict batch: the model's own count, so a
         keras.random draw with a SeedGenerator in a layer's call differs from batch
         to batch and call to call (Keras advances the generator's state), without
-        drawing from the global stream."""
+        drawing from the global stream. An eager call given no `training` whose
+        graph runs a node in training mode (Dropout(x, training=True) in a functional
+        graph) draws from the global stream, as Keras's eager call does."""
+        if self.__dict__.get("_context_none") and self.__dict__.get("_trains_a_node"):
+            return eager_training_seed()
         n = self.__dict__.get("_inference_batches", 0) + 1
         self.__dict__["_inference_batches"] = n
         return n
@@ -428,17 +432,21 @@ class InferenceMixin:
         key = ("forward_training", tuple(P))
         held = self._programs.get(key)
         if held is None:
-            stmts, hs, stats = self._forward_code("true", "seed")
+            with own_seeds_collected() as owners:
+                stmts, hs, stats = self._forward_code("true", "seed")
             xs_names = self._names()[0]
-            head = ", ".join(P + S + xs_names + ["seed"])
+            owns = [f"own_seed_{k}" for k in range(len(owners))]
+            head = ", ".join(P + S + xs_names + ["seed"] + owns)
             result = (f"list(list({', '.join(hs)}), "
                       f"list({', '.join(s for _, s in stats)}))")
             body = ",\n  ".join(stmts + [result])
             text = f"define(forward_training, {head}, block(\n  {body}))\nforward_training\n"
-            held = (compile_program(text, "<model training-mode call>"), [bn for bn, _ in stats])
+            held = (compile_program(text, "<model training-mode call>"), [bn for bn, _ in stats],
+                    [layer for layer, _ in owners])
             self._programs[key] = held
-        prog, norms = held
-        args = [self.weights[v] for v in P + S] + xs + [eager_training_seed()]
+        prog, norms, owners = held
+        args = [self.weights[v] for v in P + S] + xs + [eager_training_seed()] + \
+            [next_own_seed(layer) for layer in owners]
         outs, batch_stats = prog.run(args)
         for bn, (mean, var) in zip(norms, batch_stats):
             m = bn.momentum
