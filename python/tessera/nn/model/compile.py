@@ -57,6 +57,10 @@ class CompileMixin:
     """Model.compile and the checks of what fit, evaluate and predict receive
     (inputs, labels, sample weights, datasets), mixed into Model."""
 
+    # Keras's: fit and evaluate run the step on each batch's values (model/eager.py), for
+    # debugging; set by compile or as an attribute
+    run_eagerly = False
+
     # ------------------------------------------------------------------ compile
 
     def compile(self, optimizer="adam", loss=None, metrics=None,
@@ -99,6 +103,7 @@ class CompileMixin:
         attach_model(self._compiled.optimizer, self)  # its state as Keras's `variables`
         self._compiled.given_loss = loss
         self.__dict__.pop("_loss_set", None)  # compile's loss, as Keras sets model.loss
+        self.run_eagerly = bool(run_eagerly)  # (jit_compile: accepted, programs are compiled)
         self._compile_args = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
                               "loss_weights": loss_weights}
         if weighted_metrics is not None:
