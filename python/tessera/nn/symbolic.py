@@ -220,7 +220,9 @@ class KerasTensor:
     def __format__(self, spec):
         v = _value_now(self)
         if v is None:
-            return format(repr(self), spec)
+            if spec:  # (f"{loss:.4f}": raises as float() does, naming run_eagerly)
+                self.__float__()
+            return repr(self)
         v = np.asarray(v)
         return format(v.item() if v.ndim == 0 else v, spec) if spec else str(v)
 

@@ -29,6 +29,7 @@ import numpy as np
 from ... import data as _data
 from .. import callbacks as _cb
 from ..callbacks import History
+from ..predict_step import trace_predict_step
 from ..program_constants import compile_program
 from ..random import program_seed
 from ..step_overrides import _ACTIVE, overridden_step, overrides_compute_loss, step_trace_for
@@ -36,7 +37,7 @@ from ..symbolic import EAGER_VALUES, STEP_SEED, KerasTensor, user_location
 from ..tape_steps import _Writer
 from ._common import PyDataset, _from_py_dataset
 
-__all__ = ["fit_eagerly", "evaluate_eagerly", "traces_per_batch"]
+__all__ = ["fit_eagerly", "EagerBatches", "predict_eagerly", "traces_per_batch", "BatchValues"]
 
 
 class _CurrentWeights:
@@ -109,18 +110,19 @@ class BatchValues:
         return value
 
 
-def traces_per_batch(model) -> bool:
-    """Whether the model has a step of its user's that fit traces (its Python
-    runs once per batch under run_eagerly)."""
-    return any(overridden_step(model, h) for h in ("train_step", "test_step",
-                                                   "compute_metrics")) or \
+def traces_per_batch(model, which: str = "train") -> bool:
+    """Whether fit's ("train") or evaluate's ("evaluate") step has Python of its
+    user's that the program is traced from (run once per batch under run_eagerly)."""
+    hook = "train_step" if which == "train" else "test_step"
+    return overridden_step(model, hook) or overridden_step(model, "compute_metrics") or \
         overrides_compute_loss(model)
 
 
 def _traced_program(model, kind, values):
     """The step's program, traced again on this batch's call of the user's
     step (its Python runs now, its tensors valued by `values`)."""
-    if traces_per_batch(model):
+    which = "train" if kind[0] == "train" else "evaluate"
+    if traces_per_batch(model, which):
         for cached in ("_step_traces", "_loss_traces"):
             model.__dict__.pop(cached, None)
         model._programs.clear()
@@ -316,8 +318,41 @@ def fit_eagerly(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto"
     return history
 
 
-def evaluate_eagerly(model, arrays, weighted, it_seed):
-    """One evaluation batch under run_eagerly: the test_step traced again on
-    the batch's call (valued on it); returns the program to run."""
-    values = BatchValues(model, *_split(model, arrays, weighted), it_seed, False)
-    return _traced_program(model, ("evaluate", weighted), values)
+class EagerBatches:
+    """evaluate's batches under run_eagerly: before each is given, the
+    test_step is traced again on it (its Python run on the batch's values);
+    `program` is the batch's evaluation program. The first batch is read
+    (and traced) when this is made, before evaluate's loop."""
+
+    def __init__(self, model, batches, weighted: bool):
+        self.model, self.weighted = model, weighted
+        self.batches = iter(batches)
+        self.first = next(self.batches, None)
+        self.program = None
+        if self.first is not None:
+            self._trace(self.first)
+
+    def _trace(self, arrays):
+        arrays = list(arrays)
+        values = BatchValues(self.model, *_split(self.model, arrays, self.weighted), 0, False)
+        self.program = _traced_program(self.model, ("evaluate", self.weighted), values)
+
+    def __iter__(self):
+        if self.first is None:
+            return
+        yield self.first
+        for arrays in self.batches:
+            self._trace(arrays)
+            yield arrays
+
+
+def predict_eagerly(model, arrays, extra_specs):
+    """predict_step traced again on this batch (its Python run on the batch's
+    values): the PredictTrace to run on it."""
+    model.__dict__.pop("_predict_traces", None)
+    n_in = len(model._inputs)
+    token = EAGER_VALUES.set(BatchValues(model, arrays[:n_in], [], None, 0, False))
+    try:
+        return trace_predict_step(model, extra_specs)
+    finally:
+        EAGER_VALUES.reset(token)
