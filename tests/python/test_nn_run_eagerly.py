@@ -284,3 +284,49 @@ def test_run_eagerly_refuses_distributed_options():
     model = _recording(_dense, True)
     with pytest.raises(NotImplementedError, match=r"\[fit\] deterministic= .*run_eagerly"):
         model.fit(x, y, epochs=1, batch_size=BATCH, verbose=0, deterministic=True)
+
+
+def test_jit_compile_flag_as_keras(keras):
+    """model.jit_compile as Keras resolves it (its "auto" is True on JAX, False with
+    run_eagerly; True with run_eagerly warns and turns it off)."""
+    cases = [{}, {"run_eagerly": True}, {"jit_compile": False},
+             {"jit_compile": "auto", "run_eagerly": False}]
+    for kw in cases:
+        ours, ref = _dense(tn), _dense(keras)
+        ours.compile(optimizer="sgd", loss="mse", **kw)
+        ref.compile(optimizer="sgd", loss="mse", **kw)
+        assert (ours.jit_compile, ours.run_eagerly) == (ref.jit_compile, ref.run_eagerly), kw
+    ours = _dense(tn)
+    with pytest.warns(UserWarning, match="jit_compile"):
+        ours.compile(optimizer="sgd", loss="mse", run_eagerly=True, jit_compile=True)
+    assert (ours.jit_compile, ours.run_eagerly) == (False, True)
+
+
+def test_gan_step_under_run_eagerly_warns_and_trains_traced():
+    """A step training sub-models with their own tapes stays traced: said by a warning."""
+
+    class Gan(tn.Model):
+        def __init__(self):
+            super().__init__()
+            self.net = tn.Sequential([tn.Input((FEATURES,)), tn.layers.Dense(1)])
+            self.tracker = tn.metrics.Mean(name="loss")
+
+        @property
+        def metrics(self):
+            return [self.tracker]
+
+        def train_step(self, data):
+            x, y = data
+            with tn.GradientTape() as tape:
+                loss = tn.ops.mean(tn.ops.square(self.net(x) - y[:, None]))
+            grads = tape.gradient(loss, self.net.trainable_weights)
+            self.optimizer.apply_gradients(zip(grads, self.net.trainable_weights))
+            self.tracker.update_state(loss)
+            return {"loss": self.tracker.result()}
+
+    x, y = _data()
+    model = Gan()
+    model.compile(optimizer=tn.optimizers.SGD(0.01), run_eagerly=True)
+    with pytest.warns(UserWarning, match=r"run_eagerly=True: Gan.train_step .* traces once"):
+        hist = model.fit(x, y.astype("float32"), epochs=1, batch_size=BATCH, verbose=0)
+    assert np.isfinite(hist.history["loss"][0])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from ..symbolic import EAGER_VALUES, STEP_SEED, KerasTensor, user_location
 from ..tape_steps import _Writer
 from ._common import PyDataset, _from_py_dataset
 
-__all__ = ["fit_eagerly", "EagerBatches", "predict_eagerly", "traces_per_batch", "BatchValues"]
+__all__ = ["fit_eagerly", "warn_traced_anyway", "EagerBatches", "predict_eagerly", "traces_per_batch", "BatchValues"]
 
 
 class _CurrentWeights:
@@ -135,6 +136,16 @@ def _traced_program(model, kind, values):
 
 _FIT_REFUSED = ("data_parallel", "deterministic", "resume_from", "checkpoint_dir", "zero",
                 "pipeline_split")
+
+
+def warn_traced_anyway(model):
+    """run_eagerly=True on a step fit runs by tape_steps.py (a GAN's, or one given data
+    not shaped as the model's inputs): traced once, as before, said so."""
+    warnings.warn(
+        f"[fit] run_eagerly=True: {type(model).__name__}.train_step trains sub-models with "
+        "tapes of their own (or is given data not shaped as the model's inputs), which fit "
+        "still traces once: its Python does not run on each batch and its tensors have no "
+        f"values (float() raises) (at {user_location()})", stacklevel=3)
 
 
 def _batches(model, x, y, sample_weight, class_weight, batch_size, shuffle, seed, steps,

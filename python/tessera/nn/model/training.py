@@ -30,7 +30,7 @@ from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
 from ._common import PyDataset, _fmt, _from_py_dataset
-from .eager import fit_eagerly
+from .eager import fit_eagerly, warn_traced_anyway
 
 
 class TrainingMixin:
@@ -99,6 +99,8 @@ class TrainingMixin:
         # a GAN's train_step (sub-models, tapes, optimizers), or one given data not
         # shaped as the model's inputs (it slices or reshapes them before calling the model)
         if uses_tape_steps(self) or trains_on_own_data(self, x):
+            if self.run_eagerly:
+                warn_traced_anyway(self)
             return fit_tape_steps(
                 self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
                 callbacks=callbacks, shuffle=shuffle, initial_epoch=initial_epoch,
