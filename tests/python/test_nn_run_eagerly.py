@@ -128,6 +128,11 @@ def test_custom_step_weights_as_traced(build):
         hist = model.fit(x, y, epochs=2, batch_size=BATCH, verbose=0)
         runs.append((hist.history, model.get_weights(), model.counter))
     (h0, w0, c0), (h1, w1, c1) = runs
+    # the losses the step read (BatchNormalization on the batch's statistics, as the step's
+    # forward) are those its loss metric averaged
+    for epoch in range(2):
+        read = [loss for loss, _ in model.seen[epoch * BATCHES:(epoch + 1) * BATCHES]]
+        np.testing.assert_allclose(np.mean(read), h1["loss"][epoch], rtol=1e-6)
     assert c0 == 1 and c1 == 2 * BATCHES  # traced once; eager: once a batch
     assert sorted(h0) == sorted(h1) == ["loss", "sparse_categorical_accuracy"]
     for k in h0:
