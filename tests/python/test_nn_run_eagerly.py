@@ -52,7 +52,11 @@ class _Recording(tn.Model):
         grads = tape.gradient(loss, self.trainable_variables)
         if self.run_eagerly:
             self.seen.append((float(loss), float(tn.ops.max(grads[0]))))
+            assert loss.item() == float(loss) and loss.numpy().shape == ()
+            assert np.asarray(grads[0]).shape == tuple(grads[0].shape)
+            assert bool(loss > 0) and isinstance(grads[1].tolist(), list)
             print("loss: %.6f" % loss, f"max grad: {tn.ops.max(grads[0]):.6f}")
+            print(loss)
         self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
         for m in self.metrics:
             if m.name == "loss":
@@ -85,7 +89,12 @@ def test_step_prints_values_and_counts_batches(keras, capsys):
     x, y = _data()
     hist = model.fit(x, y, epochs=2, batch_size=BATCH, shuffle=False, verbose=0)
     assert model.counter == 2 * BATCHES
-    lines = [l for l in capsys.readouterr().out.splitlines() if l.startswith("loss: ")]
+    out = capsys.readouterr().out.splitlines()
+    shown = [l for l in out if l.startswith("tessera.Tensor(")]
+    assert len(shown) == 2 * BATCHES
+    assert all(re.fullmatch(r"tessera\.Tensor\(\d+\.\d+, shape=\(\), dtype=float32\)", l)
+               for l in shown), shown[:2]
+    lines = [l for l in out if l.startswith("loss: ")]
     assert len(lines) == 2 * BATCHES
     printed = [tuple(float(v) for v in re.findall(r"-?\d+\.\d+", l)) for l in lines]
 

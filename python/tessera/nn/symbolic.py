@@ -310,6 +310,8 @@ class KerasTensor:
     # ------------------------------------------------------------ methods
     def __getattr__(self, name):
         spec = METHOD_SPECS.get(name)
+        if name in ("item", "tolist") and _value_now(self) is not None:  # (run_eagerly)
+            return getattr(np.asarray(_value_now(self)), name)
         if spec is None or name.startswith("_"):
             raise AttributeError(f"[{self.__dict__.get('where', '?')}] a symbolic tensor has no "
                                  f"method {name!r}")
