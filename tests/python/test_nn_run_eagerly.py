@@ -344,3 +344,36 @@ def test_gan_step_under_run_eagerly_warns_and_trains_traced():
     with pytest.warns(UserWarning, match=r"run_eagerly=True: Gan.train_step .* traces once"):
         hist = model.fit(x, y.astype("float32"), epochs=1, batch_size=BATCH, verbose=0)
     assert np.isfinite(hist.history["loss"][0])
+
+
+def test_value_after_apply_reading_weights_is_refused():
+    """After optimizer.apply, values of tensors made before it (the loss, the predictions)
+    are read; one computed from a layer or a weight after it (Keras reads the updated
+    weights, tessera's step updates at its end) is refused by name, not given old values."""
+
+    class After(_Recording):
+        def train_step(self, data):
+            x, y = data
+            with tn.GradientTape() as tape:
+                y_pred = self(x, training=True)
+                loss = self.compute_loss(y=y, y_pred=y_pred)
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+            self.seen.append((float(loss), float(tn.ops.mean(y_pred))))
+            for read in (lambda: tn.ops.sum(self.layers[-1](self.layers[-2].output)),
+                         lambda: tn.ops.sum(self.layers[-1].kernel)):
+                with pytest.raises(NotImplementedError,
+                                   match=r"\[run_eagerly\] a value computed after the step's "
+                                         r"optimizer.apply .*compute it before apply"):
+                    float(read())
+                self.counter += 1
+            for m in self.metrics:
+                if m.name == "loss":
+                    m.update_state(loss)
+            return {m.name: m.result() for m in self.metrics}
+
+    x, y = _data()
+    model = _compiled(_dense(tn, After), True)
+    model.counter, model.seen = 0, []
+    model.fit(x, y, epochs=1, batch_size=BATCH, verbose=0)
+    assert model.counter == 2 * BATCHES and len(model.seen) == BATCHES

@@ -10,13 +10,14 @@ weights as the step found them. Each such value is computed when it is asked
 for, by a small program of the tensor's graph; the update itself is the
 program fit compiles for the step, traced again from the batch's call, so the
 weights after training are those of the traced run (the same code, the same
-random streams). evaluate runs a test_step the same way.
+random streams). evaluate runs a test_step and predict a predict_step the
+same way.
 
 The values are read as TensorFlow's eager tensors hold them, with two
 differences: a dropout mask drawn for a printed value is its own draw (the
 update's is the step's), and a value computed after the optimizer's apply
-reads the weights from before the update (the step makes one update, at its
-end).
+from a layer call or a weight is refused (Keras reads the updated weights;
+the step makes its one update at its end).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from ..predict_step import trace_predict_step
 from ..program_constants import compile_program
 from ..random import program_seed
 from ..step_overrides import _ACTIVE, overridden_step, overrides_compute_loss, step_trace_for
-from ..symbolic import EAGER_VALUES, STEP_SEED, KerasTensor, user_location
+from ..symbolic import EAGER_VALUES, STEP_SEED, GraphWriter, KerasTensor, user_location
 from ..tape_steps import _Writer
 from ._common import PyDataset, _from_py_dataset
 
@@ -92,6 +93,13 @@ class BatchValues:
     def __call__(self, t: KerasTensor):
         if t.id in self.cache:
             return self.cache[t.id]
+        at = getattr(_ACTIVE.get(), "applied_at", None)
+        if at is not None and _reads_weights_after(t, at):
+            raise NotImplementedError(
+                f"[run_eagerly] a value computed after the step's optimizer.apply from layers "
+                f"or weights reads the updated weights in Keras; tessera's step makes its "
+                f"update at its end, so it has the old weights only: compute it before apply "
+                f"(made at {t.where}, read at {user_location()})")
         bound, data = self._bound()
         names = list(self.model._owner)
         w = _EagerWriter(_CurrentWeights(self.model), bound, "ev", {}, training=self.training)
@@ -109,6 +117,22 @@ class BatchValues:
         value = np.asarray(prog.run(weights + data + [self.seed])[0])
         self.cache[t.id] = value
         return value
+
+
+def _reads_weights_after(t: KerasTensor, at: int) -> bool:
+    """Whether t's computation calls a layer, takes a gradient or reads a weight after
+    the id `at` (what is made before it reads nothing made after it)."""
+    seen, stack = set(), [t]
+    while stack:
+        v = stack.pop()
+        if v.id < at or v.id in seen:
+            continue
+        seen.add(v.id)
+        ins = GraphWriter._inputs(v)
+        if v.op in ("layer", "param", "grad", "wgrad") or any(a.op == "param" for a in ins):
+            return True  # (a weight's tensor may be older than the update: read after it)
+        stack.extend(ins)
+    return False
 
 
 def traces_per_batch(model, which: str = "train") -> bool:
