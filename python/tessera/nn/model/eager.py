@@ -32,7 +32,7 @@ from ... import data as _data
 from .. import callbacks as _cb
 from ..callbacks import History
 from ..predict_step import trace_predict_step
-from ..program_constants import compile_program
+from ..program_constants import PROGRAM_CACHE, compile_program
 from ..random import program_seed
 from ..step_overrides import _ACTIVE, overridden_step, overrides_compute_loss, step_trace_for
 from ..symbolic import EAGER_VALUES, STEP_SEED, GraphWriter, KerasTensor, user_location
@@ -152,9 +152,11 @@ def _traced_program(model, kind, values):
             model.__dict__.pop(cached, None)
         model._programs.clear()
     token = EAGER_VALUES.set(values)
+    cached = PROGRAM_CACHE.set(model.__dict__.setdefault("_eager_step_programs", {}))
     try:
         return model._program(kind)
     finally:
+        PROGRAM_CACHE.reset(cached)
         EAGER_VALUES.reset(token)
 
 
@@ -387,7 +389,11 @@ def predict_eagerly(model, arrays, extra_specs):
     model.__dict__.pop("_predict_traces", None)
     n_in = len(model._inputs)
     token = EAGER_VALUES.set(BatchValues(model, arrays[:n_in], [], None, 0, False))
+    cached = PROGRAM_CACHE.set(model.__dict__.setdefault("_eager_step_programs", {}))
     try:
-        return trace_predict_step(model, extra_specs)
+        trace = trace_predict_step(model, extra_specs)
+        trace.twin._program("predict")  # (compiled once for the batches' same text)
+        return trace
     finally:
+        PROGRAM_CACHE.reset(cached)
         EAGER_VALUES.reset(token)
