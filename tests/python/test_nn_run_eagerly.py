@@ -419,3 +419,25 @@ def test_sample_weights_and_datasets_eagerly():
         np.testing.assert_allclose(losses, runs[0][0], rtol=1e-6)
         for a, b in zip(weights, runs[0][1]):
             np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_py_dataset_of_varying_batches_eagerly():
+    """A PyDataset whose batches differ in size: the eager step reads each batch's loss,
+    whose mean over the epoch is the loss logged."""
+
+    class Batches(tn.utils.PyDataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            rng = np.random.default_rng(i)
+            n = 4 + 4 * i
+            return (rng.normal(size=(n, FEATURES)).astype("float32"),
+                    rng.integers(0, CLASSES, n))
+
+    model = _recording(_dense, True)
+    hist = model.fit(Batches(), epochs=2, verbose=0)
+    assert model.counter == 6
+    for epoch in range(2):
+        read = [loss for loss, _ in model.seen[3 * epoch:3 * epoch + 3]]
+        np.testing.assert_allclose(np.mean(read), hist.history["loss"][epoch], rtol=1e-6)

@@ -31,6 +31,7 @@ import numpy as np
 from ... import data as _data
 from .. import callbacks as _cb
 from ..callbacks import History
+from ..given_batches import GivenBatches
 from ..predict_step import trace_predict_step
 from ..program_constants import PROGRAM_CACHE, compile_program
 from ..random import program_seed
@@ -194,6 +195,7 @@ def _batches(model, x, y, sample_weight, class_weight, batch_size, shuffle, seed
         if not model.built:
             shapes = [tuple(s.shape) for s in spec[:n_in]]
             model.build(shapes if len(shapes) > 1 else shapes[0])
+        model._specialize([tuple(s.shape) for s in spec[:len(model._inputs)]], where, 0)
         ds = model._dataset_with_padded_labels(x)
         spec = ds.element_spec
         n_in, n_out = len(model._inputs), len(model._outputs)
@@ -288,6 +290,8 @@ def fit_eagerly(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto"
                 it = model._iteration
                 cbs.on_train_batch_begin(b)
                 arrays = list(batch.arrays)
+                if isinstance(ds, GivenBatches):  # (a PyDataset's: shapes may change)
+                    model._enter_batch(arrays, b, "fit", 0, kind)
                 step_seed = program_seed(seed, it, 64, 0)
                 values = BatchValues(model, *_split(model, arrays, weighted), step_seed, True)
                 prog = _traced_program(model, kind, values)
