@@ -73,11 +73,6 @@ def run_one(name, timeout, threads=None, max_epochs=None):
 # must stop with (the start of its last line): such a stop counts as the script's run; running
 # through (the gap closed: move it to the runs) or another error counts as a failure.
 STOPS: dict = {
-    # its second-order train_step trains (tests/python/test_nn_tapes20.py); its run_eagerly=True
-    # step prints the gradients' values (and counts its calls), which needs the step run on
-    # each batch's values: tessera traces it once into the compiled step
-    "debugging_tips": "TypeError: [KerasTensor] a symbolic tensor has no value to convert "
-                      "with float()",
 }
 
 

@@ -29,7 +29,7 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "learnable_resizer", "edsr", "masked_image_modeling", "mirnet", "nerf",
         "object_detection_using_vision_transformer", "semantic_image_clustering", "dcgan_overriding_train_step", "eanet",
         "movielens_recommendations_transformers", "custom_train_step_in_tensorflow",
-        "creating_tfrecords",
+        "creating_tfrecords", "debugging_tips",
         "eeg_bci_ssvepformer", "eeg_signal_classification", "endpoint_layer_pattern", "functional_api",
         "gat_node_classification", "gnn_citations", "gradient_centralization",
         "image_classification_from_scratch",

@@ -17,6 +17,7 @@ own, so the table only refers weakly to them afterwards.
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 import re
 import weakref
@@ -183,9 +184,28 @@ class BoundProgram:
         return f"<tessera.Program with {len(self.constants)} bound constants>"
 
 
+# {(text, file): its program} while set: run_eagerly (model/eager.py) traces a step again
+# on every batch, almost always into the same text, compiled once (a constant's name
+# stands for one content, so the same text is the same program)
+PROGRAM_CACHE: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_program_cache",
+                                                               default=None)
+
+
 def compile_program(text: str, file: str):
     """`_core.Program(text, file)`, with the large constants the text names
     bound (a BoundProgram) when it names any."""
+    cache = PROGRAM_CACHE.get()
+    if cache is None:
+        return _compile(text, file)
+    prog = cache.get((text, file))
+    if prog is None:
+        if len(cache) >= 16:  # (a step whose code changes from batch to batch)
+            cache.clear()
+        prog = cache[(text, file)] = _compile(text, file)
+    return prog
+
+
+def _compile(text: str, file: str):
     names = list(dict.fromkeys(_NAME.findall(text)))
     if not names:
         return _core.Program(text, file)

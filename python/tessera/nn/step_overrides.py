@@ -503,6 +503,9 @@ class StepTrace:
                                  f"weight {name} (at {where})")
             names.append(name)
         self.applied = names
+        # what the step makes after this reads the updated weights in Keras (run_eagerly's
+        # values refuse it: model/eager.py)
+        self.applied_at = KerasTensor((), "float32", "input").id
         if any(self.loss_gradients.get(g.id) is None for g in grads):
             # computed gradients: the step's program applies these tensors (a loss's
             # gradients applied as they are stay fit's value_and_grad)

@@ -47,6 +47,18 @@ PARAM_OVERRIDES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_par
                                                                  default=None)
 
 
+# Model.compile(run_eagerly=True) (model/eager.py): while a step runs on a batch, the
+# function giving a symbolic tensor of that step its value on the batch (None: no values)
+EAGER_VALUES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_eager_values",
+                                                              default=None)
+
+
+def _value_now(t):
+    """t's value on the batch a run_eagerly step runs on, or None outside one."""
+    value_of = EAGER_VALUES.get()
+    return None if value_of is None else value_of(t)
+
+
 def _overridden(args):
     """args with each weight the traced call assigned replaced by its assigned value."""
     ov = PARAM_OVERRIDES.get()
@@ -192,23 +204,53 @@ class KerasTensor:
         return _record("transpose", (self,), {})
 
     def __repr__(self):
+        v = _value_now(self)
+        if v is not None:  # (TensorFlow's eager tensors print their values)
+            return f"tessera.Tensor({np.array2string(np.asarray(v))}, shape={self.shape}, " \
+                   f"dtype={self.dtype})"
         return f"<KerasTensor shape={self.shape} dtype={self.dtype} op={self.op}>"
 
+    def numpy(self):
+        """The value on the batch, in a step run with run_eagerly=True."""
+        v = _value_now(self)
+        if v is None:
+            self.__float__()  # (raises, naming the gap)
+        return np.asarray(v)
+
+    def __format__(self, spec):
+        v = _value_now(self)
+        if v is None:
+            if spec:  # (f"{loss:.4f}": raises as float() does, naming run_eagerly)
+                self.__float__()
+            return repr(self)
+        v = np.asarray(v)
+        return format(v.item() if v.ndim == 0 else v, spec) if spec else str(v)
+
     def __bool__(self):
+        v = _value_now(self)
+        if v is not None:
+            return bool(np.asarray(v))
         raise TypeError(
             f"[{self.where}] a symbolic tensor has no truth value while the model is being "
             "built: Python's if/while/and/or cannot look at values that exist only when the "
             "model runs; use np.where(cond, a, b), np.maximum, ... instead")
 
     def __float__(self):
+        v = _value_now(self)
+        if v is not None:
+            return float(np.asarray(v))
         raise TypeError(
             f"[KerasTensor] a symbolic tensor has no value to convert with float() (or print "
             f"with %f): it is computed when the model (or the train_step fit traces once into "
-            f"its compiled step) runs; Keras's run_eagerly=True, which runs a train_step on "
-            f"each batch's values, is not supported yet (made at {self.where}, converted at "
-            f"{user_location()})")
+            f"its compiled step) runs; compile(..., run_eagerly=True) runs a train_step, "
+            f"test_step or predict_step on each batch's values, where it has one (made at "
+            f"{self.where}, converted at {user_location()})")
 
-    __int__ = __float__
+    def __int__(self):
+        v = _value_now(self)
+        if v is not None:
+            return int(np.asarray(v))
+        return self.__float__()
 
     def __len__(self):
         if not self.shape or self.shape[0] is None:
@@ -224,6 +266,9 @@ class KerasTensor:
         return self.id
 
     def __array__(self, *args, **kwargs):
+        v = _value_now(self)
+        if v is not None:
+            return np.asarray(v, *args[:1])
         raise TypeError(f"[{self.where}] a symbolic tensor (shape {self.shape}) has no values "
                         "while the model is being built; use NumPy functions on it (they are "
                         "recorded), not np.asarray")
@@ -265,6 +310,8 @@ class KerasTensor:
     # ------------------------------------------------------------ methods
     def __getattr__(self, name):
         spec = METHOD_SPECS.get(name)
+        if name in ("item", "tolist") and _value_now(self) is not None:  # (run_eagerly)
+            return getattr(np.asarray(_value_now(self)), name)
         if spec is None or name.startswith("_"):
             raise AttributeError(f"[{self.__dict__.get('where', '?')}] a symbolic tensor has no "
                                  f"method {name!r}")

@@ -279,6 +279,7 @@ class _Writer:
         self.numbers = numbers
         self.inner = 0
         self.training = "false"
+        self.outer_training = "false"  # an outermost call's mode when it names none
         self.prefix = prefix
         self.stats: list = []  # (outermost node id, layer, batch statistics' name)
         # (outermost node id, layer, where, training nodes seen): inference-mode calls
@@ -355,7 +356,8 @@ class _Writer:
             # Keras: a layer called without `training` outside a training call runs in
             # inference mode (its call's default), as a GAN's sub-models are called; inside
             # a call, the call's
-            train = ("true" if forced else "false") if forced is not None or outer else held
+            train = ("true" if forced else "false") if forced is not None else \
+                (self.outer_training if outer else held)
             self.training = train
             ctx = Context(train, "seed", number, w.stmts.append, self.fresh,
                           self.param, self.layer_code)

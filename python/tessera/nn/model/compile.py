@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 import weakref
 
 import numpy as np
@@ -58,6 +59,13 @@ class CompileMixin:
     """Model.compile and the checks of what fit, evaluate and predict receive
     (inputs, labels, sample weights, datasets), mixed into Model."""
 
+    # Keras's: fit and evaluate run the step on each batch's values (model/eager.py), for
+    # debugging; set by compile or as an attribute
+    run_eagerly = False
+    # Keras's flag (its "auto" resolves to True on JAX); tessera's programs are compiled
+    # either way: False changes nothing
+    jit_compile = True
+
     # ------------------------------------------------------------------ compile
 
     def compile(self, optimizer="adam", loss=None, metrics=None,
@@ -100,6 +108,14 @@ class CompileMixin:
         attach_model(self._compiled.optimizer, self)  # its state as Keras's `variables`
         self._compiled.given_loss = loss
         self.__dict__.pop("_loss_set", None)  # compile's loss, as Keras sets model.loss
+        self.run_eagerly = bool(run_eagerly)
+        if jit_compile in (None, "auto"):
+            jit_compile = not self.run_eagerly
+        elif jit_compile and self.run_eagerly:  # (Keras's warning)
+            warnings.warn("If `run_eagerly` is True, then `jit_compile` cannot also be True. "
+                          "Disabling `jit_compile`.", stacklevel=2)
+            jit_compile = False
+        self.jit_compile = bool(jit_compile)
         self._compile_args = {"optimizer": optimizer, "loss": loss, "metrics": metrics,
                               "loss_weights": loss_weights}
         if weighted_metrics is not None:

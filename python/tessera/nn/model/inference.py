@@ -20,6 +20,7 @@ from ..varlen import keeps_graph
 from ..step_overrides import step_trace_for
 from ..predict_step import (concatenate_outputs, overrides_predict_step, predict_batch_logs,
                             trace_predict_step)
+from .eager import EagerBatches, predict_eagerly, traces_per_batch
 from ._common import _fmt, _from_py_dataset
 
 
@@ -119,7 +120,10 @@ class InferenceMixin:
             batches = (tuple(a[i:i + bs] for a in data) for i in range(0, len(xs[0]), bs))
         cbs = _cbs if _cbs is not None else self._inference_callbacks(callbacks, verbose, steps,
                                                                       "evaluate")
-        prog = self._program(("evaluate", weighted))
+        eager = self.run_eagerly and traces_per_batch(self, "evaluate")
+        if eager:  # the test_step's Python run on each batch's values (model/eager.py)
+            batches = EagerBatches(self, batches, weighted)
+        prog = batches.program if eager else self._program(("evaluate", weighted))
         trace = step_trace_for(self, "evaluate", weighted)  # a test_step override's logs
         sizes = trace.sizes() if trace is not None else self._metric_sizes()
         cbs.on_test_begin()  # (before the weights are read: a callback may set them)
@@ -142,6 +146,8 @@ class InferenceMixin:
             if given and self._enter_batch(arrays, i, "evaluate", verbose,
                                            ("evaluate", weighted)):
                 prog = self._program(("evaluate", weighted))
+            if eager:
+                prog, trace = batches.program, step_trace_for(self, "evaluate", weighted)
             cbs.on_test_batch_begin(i)
             loss, mets = prog.run(args0 + list(arrays) + [self._inference_seed()])
             n = len(arrays[0])
@@ -371,7 +377,8 @@ class InferenceMixin:
             self._enter_batch(arrays, i, "predict", verbose)
             if extra is not None:
                 extra = [(tuple(a.shape[1:]), a.dtype) for a in arrays[n_in:]]
-            trace = trace_predict_step(self, extra)
+            trace = predict_eagerly(self, arrays, extra) if self.run_eagerly else \
+                trace_predict_step(self, extra)
             cbs.on_predict_batch_begin(i)
             outs.append(trace.run(arrays))
             if cbs.callbacks:

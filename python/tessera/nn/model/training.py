@@ -30,6 +30,7 @@ from ..symbolic import user_location
 from ..varlen import keeps_graph
 from ..zero import zero_setting
 from ._common import PyDataset, _fmt, _from_py_dataset
+from .eager import fit_eagerly, warn_traced_anyway
 
 
 class TrainingMixin:
@@ -98,6 +99,8 @@ class TrainingMixin:
         # a GAN's train_step (sub-models, tapes, optimizers), or one given data not
         # shaped as the model's inputs (it slices or reshapes them before calling the model)
         if uses_tape_steps(self) or trains_on_own_data(self, x):
+            if self.run_eagerly:
+                warn_traced_anyway(self)
             return fit_tape_steps(
                 self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
                 callbacks=callbacks, shuffle=shuffle, initial_epoch=initial_epoch,
@@ -106,6 +109,17 @@ class TrainingMixin:
                 sample_weight=sample_weight, resume_from=resume_from,
                 checkpoint_dir=checkpoint_dir, zero=zero, pipeline_split=pipeline_split,
                 data_parallel=data_parallel, deterministic=deterministic)
+        if self.run_eagerly:  # compile(run_eagerly=True): the step run on each batch's values
+            return fit_eagerly(
+                self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose,
+                callbacks=callbacks, validation_split=validation_split,
+                validation_data=validation_data, shuffle=shuffle, class_weight=class_weight,
+                sample_weight=sample_weight, initial_epoch=initial_epoch,
+                steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+                validation_batch_size=validation_batch_size, validation_freq=validation_freq,
+                seed=seed, nan_policy=nan_policy, data_parallel=data_parallel,
+                deterministic=deterministic, resume_from=resume_from,
+                checkpoint_dir=checkpoint_dir, zero=zero, pipeline_split=pipeline_split)
         self._check_loss_reductions()
         if nan_policy not in ("stop", "continue"):
             raise ValueError(f"[fit] nan_policy must be 'stop' or 'continue', got {nan_policy!r}")
