@@ -15,7 +15,8 @@ from .call_defaults import written_training
 from .clipping import SplitNorms, fixed_sum
 from .functional import carried_mask_exprs
 from .program_constants import compile_program
-from .layers import Activation, Add, BatchNormalization, Context
+from .batch_norm_fusion import relus_after_batch_norm
+from .layers import Context
 from .loss_calls import ranked_labels
 from .metric_programs import MetricProgramsMixin
 from .regularizer_programs import regularizer_text, write_activity_loss
@@ -29,71 +30,6 @@ __all__ = ["ProgramsMixin"]
 
 def _ident(name: str) -> str:
     return re.sub(r"\W", "_", name)  # a name as an identifier of the program's text
-
-
-def _relus_after_batch_norm(outputs) -> tuple:
-    """The relus that a BatchNormalization before them applies in its own
-    pass: ({batch norm tensor id: relu tensor id} for each BatchNormalization
-    whose output only an Activation("relu") reads (batch_norm_relu), and
-    {batch norm tensor id: (other input, Add tensor id, relu tensor id)} for
-    each whose output only an Add of two inputs of one shape reads, that Add
-    read only by an Activation("relu") (batch_norm_add_relu: the end of a
-    residual block). Model outputs are never fused away; the layers between
-    pass their input on."""
-    readers: dict = {}
-    seen, stack = set(), list(outputs)
-    while stack:
-        t = stack.pop()
-        if t.id in seen:
-            continue
-        seen.add(t.id)
-        for a in GraphWriter._inputs(t):
-            readers.setdefault(a.id, []).append(t)
-            stack.append(a)
-    out_ids = {o.id for o in outputs}
-
-    def layer_of(t, cls):
-        if t.op != "layer" or not isinstance(t.args[0], cls):
-            return None
-        layer = t.args[0]
-        # a subclass with a forward of its own would not honour the fusion
-        return layer if type(layer).forward is cls.forward else None
-
-    def only_reader(t_id):
-        rs = readers.get(t_id, [])
-        return rs[0] if len(rs) == 1 and t_id not in out_ids else None
-
-    def relu_after(t_id):
-        r = only_reader(t_id)
-        if r is None:
-            return None
-        act = layer_of(r, Activation)
-        if act is None or act.activation != "relu" or len(r.args[1]) != 1:
-            return None
-        return r if r.args[1][0].id == t_id else None
-
-    fused, added = {}, {}
-    for t_id in list(readers):
-        r = relu_after(t_id)
-        if r is None:
-            continue
-        src = r.args[1][0]
-        if layer_of(src, BatchNormalization) is not None:
-            fused[t_id] = r.id
-            continue
-        if layer_of(src, Add) is None or len(src.args[1]) != 2:
-            continue
-        a, b = src.args[1]
-        if a.id == b.id or tuple(a.shape) != tuple(b.shape) or \
-                tuple(a.shape) != tuple(src.shape):
-            continue
-        # the main branch's batch norm (the later input) when both are (a projection shortcut)
-        for bn, other in ((b, a), (a, b)):
-            if layer_of(bn, BatchNormalization) is not None and \
-                    only_reader(bn.id) is src:
-                added[bn.id] = (other, src.id, r.id)
-                break
-    return fused, added
 
 
 class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
@@ -224,7 +160,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
 
         stride = 64 if len(self._layers) <= 32 else 1 << 16
 
-        relu_fused, add_fused = _relus_after_batch_norm(self._outputs)
+        relu_fused, add_fused = relus_after_batch_norm(self._outputs)
         stage_of = part.get("stage_of")
         if stage_of is not None:
             relu_fused = {b: r for b, r in relu_fused.items() if stage_of[b] == stage_of[r]}
