@@ -309,6 +309,15 @@ bool Dict::key_equals_at(size_t position, const Value& key) const {
 
 uint64_t Dict::hash_at(size_t position, bool& integral) const {
   if (items.compact()) {
+    // Ints within +-2**53 and bools hash to themselves (hash_int): no Value made.
+    const uint64_t bits = items.numbers_[position].key;
+    const uint8_t kind = items.kinds_[position] & 3;
+    const bool exact_int =
+        kind == kDictNumInt && int64_t(bits) >= -kDictExactInt && int64_t(bits) <= kDictExactInt;
+    if (kind == kDictNumBool || exact_int) {
+      integral = true;
+      return bits;
+    }
     const Value key = dict_key_of(items.numbers_[position].key, items.kinds_[position]);
     integral = dict_exact_integral(key);
     return hash_key(key);
@@ -469,10 +478,19 @@ void Dict::set_int(int64_t key, Value value) {
     return;
   }
   if (indexed_ != items.size() || slots_.empty()) rebuild_index(items.size());
-  const std::ptrdiff_t p = position_of_int(key);
-  if (p >= 0) {
-    set_value_at(size_t(p), std::move(value));
-    return;
+  // One probe finds the key or the empty slot a new key takes (position_of_int's walk).
+  const uint64_t hash = uint64_t(key);
+  size_t empty_slot = 0;
+  for (DictProbe probe(hash, slots_.size() / 2 - 1);; probe.next()) {
+    const uint64_t w = slots_[2 * probe.slot + 1];
+    if (w == 0) {
+      empty_slot = probe.slot;
+      break;
+    }
+    if (slots_[2 * probe.slot] == hash && (w & kDictIntegralMark) != 0) {
+      set_value_at(size_t(w & kDictPositionBits) - 1, std::move(value));
+      return;
+    }
   }
   if (items.size() >= 0xfffffffeULL) {
     throw std::length_error("[dict] a dict holds at most 4,294,967,294 items");
@@ -488,7 +506,8 @@ void Dict::set_int(int64_t key, Value value) {
   if (2 * (items.size() + 1) > slots_.size() / 2) {
     rebuild_index(items.size());
   } else {
-    index_item(items.size() - 1, uint64_t(key), true);
+    slots_[2 * empty_slot] = hash;
+    slots_[2 * empty_slot + 1] = uint64_t(items.size()) | kDictIntegralMark;
     indexed_ = items.size();
   }
 }
