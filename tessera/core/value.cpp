@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "tessera/core/error.hpp"
 
@@ -157,13 +158,222 @@ uint64_t hash_key(const Value& key) {
   }
 }
 
+namespace {
+
+// Kinds of a compact item's key (bits 0-1) and value (bits 2-3).
+constexpr uint8_t kDictNumBool = 0, kDictNumInt = 1, kDictNumFloat = 2;
+constexpr uint8_t kDictValNil = 0, kDictValBool = 1, kDictValInt = 2, kDictValFloat = 3;
+
+// A key's bits and kind for the compact form: false unless a bool, int or float.
+bool dict_key_bits(const Value& v, uint64_t& bits, uint8_t& kind) {
+  switch (v.kind()) {
+    case ValueKind::boolean: bits = v.as_bool() ? 1 : 0; kind = kDictNumBool; return true;
+    case ValueKind::integer: bits = uint64_t(v.as_int()); kind = kDictNumInt; return true;
+    case ValueKind::floating: {
+      const double d = v.as_float();
+      std::memcpy(&bits, &d, sizeof bits);
+      kind = kDictNumFloat;
+      return true;
+    }
+    default: return false;
+  }
+}
+
+// A value's bits and kind for the compact form: false unless nil, a bool, int or float.
+bool dict_value_bits(const Value& v, uint64_t& bits, uint8_t& kind) {
+  if (v.is_nil()) {
+    bits = 0;
+    kind = kDictValNil;
+    return true;
+  }
+  uint8_t k;
+  if (!dict_key_bits(v, bits, k)) return false;
+  kind = uint8_t(k + 1);
+  return true;
+}
+
+Value dict_key_of(uint64_t bits, uint8_t kind) {
+  switch (kind & 3) {
+    case kDictNumBool: return Value(bits != 0);
+    case kDictNumInt: return Value(int64_t(bits));
+    default: {
+      double d;
+      std::memcpy(&d, &bits, sizeof d);
+      return Value(d);
+    }
+  }
+}
+
+Value dict_value_of(uint64_t bits, uint8_t kind) {
+  switch ((kind >> 2) & 3) {
+    case kDictValNil: return Value();
+    case kDictValBool: return Value(bits != 0);
+    case kDictValInt: return Value(int64_t(bits));
+    default: {
+      double d;
+      std::memcpy(&d, &bits, sizeof d);
+      return Value(d);
+    }
+  }
+}
+
+// Const reads of compact dicts on several threads write their pairs out one at a time.
+std::mutex& dict_spill_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
+DictItems::DictItems(const DictItems& other) {
+  if (other.compact()) {
+    numbers_ = other.numbers_;
+    kinds_ = other.kinds_;
+  } else {
+    general_ = other.general_;
+    compact_.store(false, std::memory_order_relaxed);
+  }
+}
+
+DictItems::DictItems(DictItems&& other) noexcept
+    : general_(std::move(other.general_)),
+      numbers_(std::move(other.numbers_)),
+      kinds_(std::move(other.kinds_)),
+      compact_(other.compact()) {
+  other.clear();
+}
+
+DictItems& DictItems::operator=(const DictItems& other) {
+  if (this != &other) {
+    DictItems copy(other);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+
+DictItems& DictItems::operator=(DictItems&& other) noexcept {
+  if (this != &other) {
+    general_ = std::move(other.general_);
+    numbers_ = std::move(other.numbers_);
+    kinds_ = std::move(other.kinds_);
+    compact_.store(other.compact(), std::memory_order_release);
+    other.clear();
+  }
+  return *this;
+}
+
+DictItems::~DictItems() = default;
+
+void DictItems::spill() const {
+  std::lock_guard<std::mutex> lock(dict_spill_mutex());
+  if (!compact_.load(std::memory_order_relaxed)) return;
+  // The compact form stays as it is: another thread may be reading it.
+  general_.clear();
+  general_.reserve(numbers_.capacity());  // what reserve() promised holds on
+  for (size_t p = 0; p < numbers_.size(); ++p)
+    general_.emplace_back(dict_key_of(numbers_[p].key, kinds_[p]),
+                          dict_value_of(numbers_[p].value, kinds_[p]));
+  compact_.store(false, std::memory_order_release);
+}
+
+std::vector<DictItems::Item>& DictItems::edit() {
+  if (compact()) spill();
+  if (!numbers_.empty() || numbers_.capacity() != 0) {
+    std::vector<DictNumber>().swap(numbers_);
+    std::vector<uint8_t>().swap(kinds_);
+  }
+  return general_;
+}
+
+void DictItems::reserve(size_t n) {
+  if (compact()) {
+    numbers_.reserve(n);
+    kinds_.reserve(n);
+  } else {
+    general_.reserve(n);
+  }
+}
+
+void DictItems::clear() {
+  general_.clear();
+  numbers_.clear();
+  kinds_.clear();
+  compact_.store(true, std::memory_order_release);
+}
+
+bool Dict::key_equals_at(size_t position, const Value& key) const {
+  if (items.compact())
+    return dict_key_of(items.numbers_[position].key, items.kinds_[position]).equals(key);
+  return items.general_[position].first.equals(key);
+}
+
+uint64_t Dict::hash_at(size_t position, bool& integral) const {
+  if (items.compact()) {
+    // Ints within +-2**53 and bools hash to themselves (hash_int): no Value made.
+    const uint64_t bits = items.numbers_[position].key;
+    const uint8_t kind = items.kinds_[position] & 3;
+    const bool exact_int =
+        kind == kDictNumInt && int64_t(bits) >= -kDictExactInt && int64_t(bits) <= kDictExactInt;
+    if (kind == kDictNumBool || exact_int) {
+      integral = true;
+      return bits;
+    }
+    const Value key = dict_key_of(items.numbers_[position].key, items.kinds_[position]);
+    integral = dict_exact_integral(key);
+    return hash_key(key);
+  }
+  const Value& key = items.general_[position].first;
+  integral = dict_exact_integral(key);
+  return hash_key(key);
+}
+
+Value Dict::key_at(size_t position) const {
+  if (items.compact())
+    return dict_key_of(items.numbers_[position].key, items.kinds_[position]);
+  return items.general_[position].first;
+}
+
+Value Dict::value_at(size_t position) const {
+  if (items.compact())
+    return dict_value_of(items.numbers_[position].value, items.kinds_[position]);
+  return items.general_[position].second;
+}
+
+void Dict::set_value_at(size_t position, Value value) {
+  if (items.compact()) {
+    uint64_t bits;
+    uint8_t kind;
+    if (dict_value_bits(value, bits, kind)) {
+      items.numbers_[position].value = bits;
+      items.kinds_[position] = uint8_t((items.kinds_[position] & 3) | (kind << 2));
+      return;
+    }
+  }
+  items.edit()[position].second = std::move(value);
+}
+
+// Adds an item (not there yet) in the form the items are in, going general
+// for a key or value the compact form cannot hold.
+void Dict::append(Value key, Value value) {
+  if (items.compact()) {
+    uint64_t kb, vb;
+    uint8_t kk, vk;
+    if (dict_key_bits(key, kb, kk) && dict_value_bits(value, vb, vk)) {
+      items.numbers_.push_back(DictNumber{kb, vb});
+      items.kinds_.push_back(uint8_t(kk | (vk << 2)));
+      return;
+    }
+  }
+  items.edit().emplace_back(std::move(key), std::move(value));
+}
+
 std::ptrdiff_t Dict::position_of(const Value& key, uint64_t hash) const {
   for (DictProbe probe(hash, slots_.size() / 2 - 1);; probe.next()) {
     const uint64_t w = slots_[2 * probe.slot + 1];
     if (w == 0) return -1;
     if (slots_[2 * probe.slot] == hash) {
       const size_t pos = size_t(w & kDictPositionBits) - 1;
-      if (items[pos].first.equals(key)) return std::ptrdiff_t(pos);
+      if (key_equals_at(pos, key)) return std::ptrdiff_t(pos);
     }
   }
 }
@@ -178,6 +388,13 @@ std::ptrdiff_t Dict::position_of_int(int64_t key) const {
   }
 }
 
+std::ptrdiff_t Dict::walk_to(const Value& key) const {
+  const size_t n = items.size();
+  for (size_t p = 0; p < n; ++p)
+    if (key_equals_at(p, key)) return std::ptrdiff_t(p);
+  return -1;
+}
+
 void Dict::index_item(size_t position, uint64_t hash, bool integral) {
   DictProbe probe(hash, slots_.size() / 2 - 1);
   while (slots_[2 * probe.slot + 1] != 0) probe.next();
@@ -189,8 +406,11 @@ void Dict::rebuild_index(size_t room) {
   size_t capacity = 16;
   while (capacity < 2 * (std::max(room, items.size()) + 1)) capacity *= 2;
   slots_.assign(2 * capacity, 0);
-  for (size_t p = 0; p < items.size(); ++p)
-    index_item(p, hash_key(items[p].first), dict_exact_integral(items[p].first));
+  for (size_t p = 0; p < items.size(); ++p) {
+    bool integral;
+    const uint64_t h = hash_at(p, integral);
+    index_item(p, h, integral);
+  }
   indexed_ = items.size();
 }
 
@@ -199,49 +419,50 @@ void Dict::reserve(size_t n) {
   if (n >= kDictIndexFrom && slots_.size() / 2 < 2 * (n + 1)) rebuild_index(n);
 }
 
+std::ptrdiff_t Dict::position(const Value& key) const {
+  if (indexed_ == items.size() && !slots_.empty()) return position_of(key, hash_key(key));
+  return walk_to(key);
+}
+
+std::ptrdiff_t Dict::position_int(int64_t key) const {
+  if (key < -kDictExactInt || key > kDictExactInt || indexed_ != items.size() || slots_.empty())
+    return position(Value(key));
+  return position_of_int(key);
+}
+
 const Value* Dict::find(const Value& key) const {
-  if (indexed_ == items.size() && !slots_.empty()) {
-    const std::ptrdiff_t p = position_of(key, hash_key(key));
-    return p < 0 ? nullptr : &items[size_t(p)].second;
-  }
-  for (const auto& [k, v] : items) {
-    if (k.equals(key)) return &v;
-  }
-  return nullptr;
+  const std::ptrdiff_t p = position(key);
+  return p < 0 ? nullptr : &items.view()[size_t(p)].second;
 }
 
 const Value* Dict::find_int(int64_t key) const {
-  if (key < -kDictExactInt || key > kDictExactInt || indexed_ != items.size() || slots_.empty())
-    return find(Value(key));
-  const std::ptrdiff_t p = position_of_int(key);
-  return p < 0 ? nullptr : &items[size_t(p)].second;
+  const std::ptrdiff_t p = position_int(key);
+  return p < 0 ? nullptr : &items.view()[size_t(p)].second;
 }
 
-bool Dict::contains_int(int64_t key) const { return find_int(key) != nullptr; }
+bool Dict::contains_int(int64_t key) const { return position_int(key) >= 0; }
 
 void Dict::set(Value key, Value value) {
   if (items.size() + 1 < kDictIndexFrom && slots_.empty()) {
-    for (auto& [k, v] : items) {
-      if (k.equals(key)) {
-        v = std::move(value);
-        return;
-      }
+    if (const std::ptrdiff_t p = walk_to(key); p >= 0) {
+      set_value_at(size_t(p), std::move(value));
+      return;
     }
-    items.emplace_back(std::move(key), std::move(value));
+    append(std::move(key), std::move(value));
     return;
   }
   if (indexed_ != items.size() || slots_.empty()) rebuild_index(items.size());
   const uint64_t h = hash_key(key);
   const std::ptrdiff_t p = position_of(key, h);
   if (p >= 0) {
-    items[size_t(p)].second = std::move(value);
+    set_value_at(size_t(p), std::move(value));
     return;
   }
   if (items.size() >= 0xfffffffeULL) {
     throw std::length_error("[dict] a dict holds at most 4,294,967,294 items");
   }
   const bool integral = dict_exact_integral(key);
-  items.emplace_back(std::move(key), std::move(value));
+  append(std::move(key), std::move(value));
   if (2 * (items.size() + 1) > slots_.size() / 2) {
     rebuild_index(items.size());
   } else {
@@ -257,19 +478,36 @@ void Dict::set_int(int64_t key, Value value) {
     return;
   }
   if (indexed_ != items.size() || slots_.empty()) rebuild_index(items.size());
-  const std::ptrdiff_t p = position_of_int(key);
-  if (p >= 0) {
-    items[size_t(p)].second = std::move(value);
-    return;
+  // One probe finds the key or the empty slot a new key takes (position_of_int's walk).
+  const uint64_t hash = uint64_t(key);
+  size_t empty_slot = 0;
+  for (DictProbe probe(hash, slots_.size() / 2 - 1);; probe.next()) {
+    const uint64_t w = slots_[2 * probe.slot + 1];
+    if (w == 0) {
+      empty_slot = probe.slot;
+      break;
+    }
+    if (slots_[2 * probe.slot] == hash && (w & kDictIntegralMark) != 0) {
+      set_value_at(size_t(w & kDictPositionBits) - 1, std::move(value));
+      return;
+    }
   }
   if (items.size() >= 0xfffffffeULL) {
     throw std::length_error("[dict] a dict holds at most 4,294,967,294 items");
   }
-  items.emplace_back(Value(key), std::move(value));
+  uint64_t vb;
+  uint8_t vk;
+  if (items.compact() && dict_value_bits(value, vb, vk)) {
+    items.numbers_.push_back(DictNumber{uint64_t(key), vb});
+    items.kinds_.push_back(uint8_t(kDictNumInt | (vk << 2)));
+  } else {
+    items.edit().emplace_back(Value(key), std::move(value));
+  }
   if (2 * (items.size() + 1) > slots_.size() / 2) {
     rebuild_index(items.size());
   } else {
-    index_item(items.size() - 1, uint64_t(key), true);
+    slots_[2 * empty_slot] = hash;
+    slots_[2 * empty_slot + 1] = uint64_t(items.size()) | kDictIntegralMark;
     indexed_ = items.size();
   }
 }
@@ -284,7 +522,8 @@ void Dict::truncate(size_t n) {
     // The newest keys' slots are emptied newest first (DictProbe: no older
     // key's probe passes them).
     for (size_t p = items.size(); p-- > n;) {
-      DictProbe probe(hash_key(items[p].first), slots_.size() / 2 - 1);
+      bool integral;
+      DictProbe probe(hash_at(p, integral), slots_.size() / 2 - 1);
       while (slots_[2 * probe.slot + 1] != 0 &&
              (slots_[2 * probe.slot + 1] & kDictPositionBits) != p + 1)
         probe.next();
@@ -297,12 +536,24 @@ void Dict::truncate(size_t n) {
       slots_[2 * probe.slot + 1] = 0;
     }
   }
-  items.erase(items.begin() + std::ptrdiff_t(n), items.end());
+  if (items.compact()) {
+    items.numbers_.resize(n);
+    items.kinds_.resize(n);
+  } else {
+    auto& general = items.edit();
+    general.erase(general.begin() + std::ptrdiff_t(n), general.end());
+  }
   if (!slots_.empty()) indexed_ = items.size();
 }
 
 void Dict::erase_at(size_t position) {
-  items.erase(items.begin() + std::ptrdiff_t(position));
+  if (items.compact()) {
+    items.numbers_.erase(items.numbers_.begin() + std::ptrdiff_t(position));
+    items.kinds_.erase(items.kinds_.begin() + std::ptrdiff_t(position));
+  } else {
+    auto& general = items.edit();
+    general.erase(general.begin() + std::ptrdiff_t(position));
+  }
   // The positions after it moved: a dict small again walks, a big one re-indexes.
   slots_.clear();
   indexed_ = 0;

@@ -8,6 +8,7 @@
 // float64.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -33,6 +34,77 @@ struct TupleMark {
   void operator()(const List* items) const;  // defined after Value, once it is complete
 };
 
+// A number item of a compact dict (DictItems): the bits of its key and of its
+// value (an int64 or a double's bits; DictItems::kinds_ says which).
+struct DictNumber {
+  uint64_t key;
+  uint64_t value;
+};
+
+// The items of a Dict, in insertion order, held in one of two forms. While
+// every key is a bool, int or float and every value one of those or nil,
+// they are compact: 16 bytes an item plus a byte of kinds (native loops'
+// sets and counters touch that, not two 96-byte Values an item). The first
+// key or value of another kind turns them into pairs of Values for good.
+// Code outside Dict sees pairs of Values: a const read of a compact dict
+// writes the pairs out once (under a lock, as readers on several threads
+// may ask at once) and keeps both; a non-const access goes general for
+// good. size() and empty() answer from either form.
+class DictItems {
+ public:
+  using Item = std::pair<Value, Value>;
+  using iterator = std::vector<Item>::iterator;
+  using const_iterator = std::vector<Item>::const_iterator;
+
+  DictItems() = default;
+  DictItems(std::vector<Item> items);
+  DictItems(const DictItems& other);
+  DictItems(DictItems&& other) noexcept;
+  DictItems& operator=(const DictItems& other);
+  DictItems& operator=(DictItems&& other) noexcept;
+  ~DictItems();
+
+  bool compact() const { return compact_.load(std::memory_order_acquire); }
+  size_t size() const;
+  bool empty() const { return size() == 0; }
+  // The items as pairs of Values (a compact form written out, and kept).
+  const std::vector<Item>& view() const;
+  // The items as pairs of Values to change: the general form from now on.
+  std::vector<Item>& edit();
+
+  // What std::vector offers, on view() (const) or edit().
+  const Item& operator[](size_t i) const;
+  Item& operator[](size_t i);
+  const Item& front() const;
+  Item& front();
+  const Item& back() const;
+  Item& back();
+  const Item* data() const;
+  Item* data();
+  const_iterator begin() const;
+  const_iterator end() const;
+  iterator begin();
+  iterator end();
+  template <class... Args>
+  Item& emplace_back(Args&&... args);
+  void push_back(Item item);
+  iterator erase(const_iterator first, const_iterator last);
+  // Room for n items in the form they are in.
+  void reserve(size_t n);
+  // No items, compact again.
+  void clear();
+
+ private:
+  friend struct Dict;
+  void spill() const;
+  mutable std::vector<Item> general_;
+  std::vector<DictNumber> numbers_;
+  // Per item: the key's kind (bits 0-1: 0 bool, 1 int, 2 float), the
+  // value's (bits 2-3: 0 nil, 1 bool, 2 int, 3 float).
+  std::vector<uint8_t> kinds_;
+  mutable std::atomic<bool> compact_{true};
+};
+
 // An ordered dictionary with scalar or string keys (insertion order kept).
 //
 // Lookups hash: once a dict has kDictIndexFrom items, set() keeps an index of
@@ -48,18 +120,34 @@ struct TupleMark {
 // +-2**53 hashes to itself, as Python's do: consecutive keys take
 // consecutive slots, and its slot records that it is one, so find_int and
 // contains_int decide from the index alone, without a Value or the items.
+//
+// A dict of numbers only keeps its items compact (DictItems): position,
+// position_int, key_at, value_at, set, set_int, set_value_at, truncate and
+// contains_int work on that form without writing out Values (native loops
+// use these); find and find_int return a Value's address, so they write
+// the items out.
 struct Dict {
   static constexpr size_t kDictIndexFrom = 8;
 
-  std::vector<std::pair<Value, Value>> items;
+  DictItems items;
+  size_t size() const { return items.size(); }
   const Value* find(const Value& key) const;
   // find(Value(key)) without making the key (native loops' int keys).
   const Value* find_int(int64_t key) const;
+  // The position of `key` among the items, or -1 (either form, nothing written out).
+  std::ptrdiff_t position(const Value& key) const;
+  std::ptrdiff_t position_int(int64_t key) const;
+  // Copies of the key and the value at a position (either form).
+  Value key_at(size_t position) const;
+  Value value_at(size_t position) const;
   // `key in d` for an int key: reads only the index once there is one.
   bool contains_int(int64_t key) const;
   void set(Value key, Value value);
   // set(Value(key), value): one probe, no Value made for the lookup.
   void set_int(int64_t key, Value value);
+  // Replaces the value at a position (a roll-back's), keeping a compact form
+  // compact for a number.
+  void set_value_at(size_t position, Value value);
   // Room for n items and their index: growing to n moves and re-indexes nothing.
   void reserve(size_t n);
   void erase_at(size_t position);  // removes items[position], keeping the index true
@@ -70,6 +158,10 @@ struct Dict {
  private:
   std::ptrdiff_t position_of(const Value& key, uint64_t hash) const;
   std::ptrdiff_t position_of_int(int64_t key) const;
+  std::ptrdiff_t walk_to(const Value& key) const;
+  bool key_equals_at(size_t position, const Value& key) const;
+  uint64_t hash_at(size_t position, bool& integral) const;
+  void append(Value key, Value value);
   void index_item(size_t position, uint64_t hash, bool integral);
   void rebuild_index(size_t room);
   // Two words a slot (layout in value.cpp): the key's hash, then position + 1
@@ -224,8 +316,9 @@ class Value {
       const auto& p = std::get<std::shared_ptr<const List>>(v_);
       return p && p.use_count() == 1 && !p->empty();
     }
+    // A compact dict holds numbers only: nothing nested to take apart.
     const auto& p = std::get<std::shared_ptr<const Dict>>(v_);
-    return p && p.use_count() == 1 && !p->items.empty();
+    return p && p.use_count() == 1 && !p->items.compact() && !p->items.empty();
   }
   // Moves the items of a list or dict this Value alone holds that are
   // themselves such lists or dicts into `out` (the rest stay to be freed
@@ -243,6 +336,34 @@ class Value {
 };
 
 inline void TupleMark::operator()(const List* items) const { delete items; }
+
+inline DictItems::DictItems(std::vector<Item> items)
+    : general_(std::move(items)), compact_(false) {}
+inline size_t DictItems::size() const { return compact() ? numbers_.size() : general_.size(); }
+inline const std::vector<DictItems::Item>& DictItems::view() const {
+  if (compact()) spill();
+  return general_;
+}
+inline const DictItems::Item& DictItems::operator[](size_t i) const { return view()[i]; }
+inline DictItems::Item& DictItems::operator[](size_t i) { return edit()[i]; }
+inline const DictItems::Item& DictItems::front() const { return view().front(); }
+inline DictItems::Item& DictItems::front() { return edit().front(); }
+inline const DictItems::Item& DictItems::back() const { return view().back(); }
+inline DictItems::Item& DictItems::back() { return edit().back(); }
+inline const DictItems::Item* DictItems::data() const { return view().data(); }
+inline DictItems::Item* DictItems::data() { return edit().data(); }
+inline DictItems::const_iterator DictItems::begin() const { return view().begin(); }
+inline DictItems::const_iterator DictItems::end() const { return view().end(); }
+inline DictItems::iterator DictItems::begin() { return edit().begin(); }
+inline DictItems::iterator DictItems::end() { return edit().end(); }
+template <class... Args>
+DictItems::Item& DictItems::emplace_back(Args&&... args) {
+  return edit().emplace_back(std::forward<Args>(args)...);
+}
+inline void DictItems::push_back(Item item) { edit().push_back(std::move(item)); }
+inline DictItems::iterator DictItems::erase(const_iterator first, const_iterator last) {
+  return edit().erase(first, last);
+}
 
 // One level of a walk over nested lists and dicts that recurses (see
 // kMaxNestingDepth), counted per thread: the constructor throws ValueError

@@ -1227,13 +1227,10 @@ Dict& FastLoop::Impl::own_dict(int32_t slot, const Value& key, State& st) {
       st.snapshot_lists.push_back(slot);
       held = Value(Dict(held.as_dict()));
       d = held.unique_dict();
-    } else if (const Value* old = d->find(key)) {
-      // Its position: items are pairs, `old` the second of one of them.
-      const auto pos = static_cast<int64_t>(
-          (reinterpret_cast<const char*>(old) -
-           reinterpret_cast<const char*>(&d->items.front().second)) /
-          static_cast<std::ptrdiff_t>(sizeof(d->items.front())));
-      st.list_undo.push_back({slot, State::kDictItemUndo - pos, *old});
+    } else if (const std::ptrdiff_t pos = d->position(key); pos >= 0) {
+      // By position and a copy: a compact dict is not written out as Values.
+      st.list_undo.push_back({slot, State::kDictItemUndo - static_cast<int64_t>(pos),
+                              d->value_at(static_cast<size_t>(pos))});
     }
   }
   return *d;
@@ -1312,7 +1309,7 @@ Reg FastLoop::Impl::nested_setitem(const FNode& n, const Reg& x, State& st) cons
     item = &own_list_item(x.a, ki, st);
   } else {
     const Value key = dict_key(ki, "getitem", st);
-    if (!st.objects[o].as_dict().find(key)) throw BAIL;  // the general path's KeyError
+    if (st.objects[o].as_dict().position(key) < 0) throw BAIL;  // the general path's KeyError
     Dict& d = own_dict(x.a, key, st);
     item = const_cast<Value*>(d.find(key));
   }
@@ -1907,7 +1904,7 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
         d->truncate(keep);
       } else if (const auto pos = static_cast<size_t>(State::kDictItemUndo - it->index);
                  pos < d->items.size()) {
-        d->items[pos].second = std::move(it->old);
+        d->set_value_at(pos, std::move(it->old));
       }
     } else if (list.is_list() && list.as_list().size() > keep) {
       if (List* items = list.unique_list())

@@ -70,9 +70,11 @@ bool FastLoop::Impl::dict_item(const Reg& d, const Reg* idx, size_t nidx, State&
   if (d.k != Reg::Obj || !flo_object(d, st).is_dict()) return false;
   Value key;
   if (!key_of(idx, nidx, st, key)) return false;
-  const Value* found = flo_object(d, st).as_dict().find(key);
-  if (!found) throw BAIL;  // the general path's KeyError
-  out = to_reg(*found, st);
+  // By position and a copy: a compact dict (numbers only) stays compact.
+  const Dict& dict = flo_object(d, st).as_dict();
+  const std::ptrdiff_t at = dict.position(key);
+  if (at < 0) throw BAIL;  // the general path's KeyError
+  out = to_reg(dict.value_at(static_cast<size_t>(at)), st);
   return true;
 }
 
@@ -138,7 +140,7 @@ Reg FastLoop::Impl::object_call(const FNode& n, State& st) const {
       if (cv.is_dict()) {
         Value key;
         if (!key_of(&regs[1], 1, st, key)) break;
-        return done(Reg::boolean(Reg::PyBool, cv.as_dict().find(key) != nullptr));
+        return done(Reg::boolean(Reg::PyBool, cv.as_dict().position(key) >= 0));
       }
       if (cv.is_string() && regs[1].k == Reg::Obj && flo_object(regs[1], st).is_string()) {
         const std::string& s = cv.as_string();
@@ -152,8 +154,9 @@ Reg FastLoop::Impl::object_call(const FNode& n, State& st) const {
       if (regs[0].k != Reg::Obj || !flo_object(regs[0], st).is_dict()) break;
       Value key;
       if (!key_of(&regs[1], 1, st, key)) break;
-      const Value* found = flo_object(regs[0], st).as_dict().find(key);
-      if (found) return done(to_reg(*found, st));
+      const Dict& dict = flo_object(regs[0], st).as_dict();
+      if (const std::ptrdiff_t at = dict.position(key); at >= 0)
+        return done(to_reg(dict.value_at(static_cast<size_t>(at)), st));
       if (nk == 3) return done(regs[2]);
       Reg nil;
       nil.k = Reg::Nil;

@@ -1874,7 +1874,7 @@ struct Gen {
       dict_reg[r] = true;
       Reg first;
       const Dict& d = objects[o].as_dict();
-      if (!d.items.empty() && FastLoop::Impl::scalar_of(d.items[0].second, first))
+      if (!d.items.empty() && FastLoop::Impl::scalar_of(d.value_at(0), first))
         item_kind[r] = first.k;
     }
     for (bool more = true; more;) {

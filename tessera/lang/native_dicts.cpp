@@ -67,18 +67,22 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
   if (d == nullptr) return kNativeDictBail;
   // Everything thrown stops here: the generated code cannot unwind.
   try {
-    const Value* found;
+    // Positions and copies of the value, never an address: a compact dict
+    // (numbers only) is read as it is, without writing its items out.
+    const Dict& dict = d->as_dict();
+    std::ptrdiff_t at;
     if (nkeys == 1 && keys[0].int_payload()) {
-      found = d->as_dict().find_int(keys[0].i);  // no Value made, the index alone decides
+      at = dict.position_int(keys[0].i);  // no Value made, the index alone decides
     } else {
       Value key;
       if (!ndict_key(keys, nkeys, key)) return kNativeDictBail;
-      found = d->as_dict().find(key);
+      at = dict.position(key);
     }
-    if (found == nullptr) return kNativeDictMiss;
+    if (at < 0) return kNativeDictMiss;
     if (kind < 0) return kNativeDictHit;
     Reg r;
-    if (!FastLoop::Impl::scalar_of(*found, r) || r.k != kind) return kNativeDictBail;
+    if (!FastLoop::Impl::scalar_of(dict.value_at(static_cast<size_t>(at)), r) || r.k != kind)
+      return kNativeDictBail;
     *out = r.i;
     return kNativeDictHit;
   } catch (...) {
@@ -99,8 +103,9 @@ extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nh
       // An int key: found and written by its own paths (Dict::find_int, set_int).
       const int64_t k = keys[0].i;
       Value item = FastLoop::Impl::to_value(*value, st);
-      if (const Value* old = st.objects[static_cast<size_t>(obj)].as_dict().find_int(k);
-          old != nullptr && ndict_same_number(*old, item)) {
+      const Dict& now = st.objects[static_cast<size_t>(obj)].as_dict();
+      if (const std::ptrdiff_t at = now.position_int(k);
+          at >= 0 && ndict_same_number(now.value_at(static_cast<size_t>(at)), item)) {
         ++st.inline_ops;
         return 0;
       }
@@ -113,8 +118,9 @@ extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nh
     Value item = FastLoop::Impl::to_value(*value, st);
     // s.add(k) of a k already there (d[k] = v of v there): nothing changes,
     // nothing to log. Only the very same Python number (1 replaces True).
-    if (const Value* old = st.objects[static_cast<size_t>(obj)].as_dict().find(key);
-        old != nullptr && ndict_same_number(*old, item)) {
+    const Dict& now = st.objects[static_cast<size_t>(obj)].as_dict();
+    if (const std::ptrdiff_t at = now.position(key);
+        at >= 0 && ndict_same_number(now.value_at(static_cast<size_t>(at)), item)) {
       ++st.inline_ops;
       return 0;
     }

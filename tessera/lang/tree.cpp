@@ -46,7 +46,8 @@ void for_each_closure(const Value& v, int depth, F&& fn) {
       if (l[i].is_function() || l[i].is_list() || l[i].is_dict())
         for_each_closure(l[i], depth - 1, fn);
     }
-  } else if (depth > 0 && v.is_dict()) {
+  } else if (depth > 0 && v.is_dict() && !v.as_dict().items.compact()) {
+    // (A compact dict holds numbers only: no closure, and nothing written out to look.)
     const auto& items = v.as_dict().items;
     size_t from = items.size() > kScanElements ? items.size() - kScanElements : 0;
     for (size_t i = from; i < items.size(); ++i) for_each_closure(items[i].second, depth - 1, fn);

@@ -282,7 +282,7 @@ Value python_compare(BinaryOp op, const Value& a, const Value& b, const char* op
 bool python_contains(const Value& container, const Value& item, const char* op) {
   switch (container.kind()) {
     case ValueKind::dict:
-      return container.as_dict().find(pv_dict_key(item, op)) != nullptr;
+      return container.as_dict().position(pv_dict_key(item, op)) >= 0;
     case ValueKind::string:
       if (!item.is_string()) {
         throw TypeError(error_message("[", op,

@@ -426,7 +426,13 @@ py::object to_python(const Value& v) {
     case ValueKind::dict: {
       NestingLevel level("tessera", v);
       py::dict out;
-      for (const auto& [k, val] : v.as_dict().items) out[to_python(k)] = to_python(val);
+      const Dict& d = v.as_dict();
+      if (d.items.compact()) {  // numbers only: read in place, not written out as Values first
+        for (size_t p = 0; p < d.size(); ++p)
+          out[to_python(d.key_at(p))] = to_python(d.value_at(p));
+        return out;
+      }
+      for (const auto& [k, val] : d.items) out[to_python(k)] = to_python(val);
       return out;
     }
     case ValueKind::function: return py::cast(FunctionHandle{v});
