@@ -40,3 +40,53 @@ def test_reshape_of_a_known_shape_still_checks_its_size():
     inputs = tn.Input((6, 4))
     with pytest.raises(ValueError, match=r"\[Reshape\] cannot reshape samples of shape"):
         tn.layers.Reshape((-1, 5))(inputs)
+
+
+# ------------------------- ddpm: a compute_loss override on a model of two outputs
+def _two_outputs(lib, calls_super):
+    """ddpm's DiffusionModel in small: call returns (target, prediction); compute_loss returns
+    self.loss of them, or adds compile's losses through super().compute_loss."""
+
+    class Twin(lib.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = lib.layers.Dense(3)
+
+        def call(self, x, training=False):
+            return x * 0.5, self.dense(x)
+
+    class Own(Twin):
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+            target, pred = y_pred
+            return self.loss(target, pred)
+
+    class WithCompiled(Twin):
+        def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+            target, pred = y_pred
+            return self.loss(target, pred) + super().compute_loss(x, y, y_pred, sample_weight)
+
+    return WithCompiled() if calls_super else Own()
+
+
+@pytest.mark.parametrize("calls_super", [False, True])
+def test_compute_loss_override_logs_what_keras_logs(keras, calls_super):
+    """tessera logged "<output>_loss" for each output of a model of two outputs whose
+    compute_loss override never runs compile's loss (ddpm's history had a
+    "diffusion_model_loss" Keras's has not); both now log the same keys and values."""
+    x = RNG.normal(size=(16, 3)).astype("float32")
+    y = (RNG.normal(size=(16, 3)).astype("float32"),) * 2
+    models = {}
+    for lib in (tn, keras):
+        models[lib] = m = _two_outputs(lib, calls_super)
+        m(x[:2])
+        m.compile(optimizer=lib.optimizers.SGD(0.0), loss=lib.losses.MeanSquaredError())
+    _same_weights(models[tn], models[keras])
+    args = (x, y) if calls_super else (x,)
+    hist = {lib: m.fit(*args, batch_size=8, epochs=1, shuffle=False, verbose=0).history
+            for lib, m in models.items()}
+    if not calls_super:
+        assert sorted(hist[tn]) == sorted(hist[keras]) == ["loss"]
+    else:  # both log the compiled per-output loss (named after the loss by Keras, after the
+        # model by tessera for a subclassed model: a difference left as it is)
+        assert len(hist[tn]) == len(hist[keras]) == 2
+    np.testing.assert_allclose(hist[tn]["loss"], hist[keras]["loss"], rtol=1e-5)
