@@ -11,7 +11,9 @@ ipynb/md copies and the guides' subfolders of other libraries are not counted) a
 file in one of three categories:
 
 - covered: a script in tests/keras_io/ follows it (the second column of the table in
-  tests/keras_io/README.md names the keras-io path);
+  tests/keras_io/README.md names the keras-io path); a file out only for tfds or Keras 2
+  that a script follows in its Keras 3 form is covered, its detail saying so ("SCRIPT (a
+  Keras 3 form: ...)") and keeping why the keras-io file itself is not Keras 3's;
 - out of scope: what its model or training needs is beyond a Keras 3 program whose data
   loading is replaced by arrays (TensorFlow beyond what Keras 3 wraps, tfds, KerasHub/
   KerasNLP/KerasCV, JAX or PyTorch internals, pretrained weights, Hugging Face, Keras 2
@@ -103,6 +105,11 @@ TFDS = "tensorflow_datasets (tfds) data"
 # Said when those two are the only reasons: a Keras 3 form of the file (tf.keras names
 # read as Keras 3's, tf.* ops as `ops`, tfds data as arrays) would be in scope.
 OTHERWISE_IN_SCOPE = "the model and training otherwise in scope"
+# Said after the script of a covered file that is out only for those two reasons: the script
+# is the Keras 3 form of the file (tf.keras read as Keras 3, tf.* ops as `ops`, tfds data as
+# arrays).
+KERAS3_FORM = "a Keras 3 form"
+_SOFT_KINDS = ((TFDS, "tensorflow_datasets"), (KERAS2_ONLY, "Keras 2"))
 
 
 def _imports(code, module):
@@ -249,6 +256,28 @@ def keras_names(code):
     return names - NOT_EXERCISED
 
 
+def covering_script(detail):
+    """The script named by a covered row's detail (its first word: "x.py" or "x.py (a
+    Keras 3 form: ...)")."""
+    return detail.split(" ", 1)[0]
+
+
+def covered_detail(script, reason=""):
+    """A covered row's detail: the script, and when the keras-io file is out only for tfds or
+    Keras 2 (`reason`, its census reason), that the script is a Keras 3 form of it."""
+    kinds = [kind for full, kind in _SOFT_KINDS if full in reason]
+    if OTHERWISE_IN_SCOPE not in reason or not kinds:
+        return script
+    return f"{script} ({KERAS3_FORM}: the keras-io file is {' and '.join(kinds)} only)"
+
+
+def _soft_reason(detail):
+    """The out-of-scope reason again of a file a Keras 3 form covered (its covered detail)."""
+    kinds = detail.split(f"({KERAS3_FORM}: the keras-io file is ", 1)[1]
+    return "; ".join([full for full, kind in _SOFT_KINDS if kind in kinds]
+                     + [OTHERWISE_IN_SCOPE])
+
+
 def readme_rows(path=README):
     """[(script, keras-io path)] from the README's table: the path is the first word of
     the second column."""
@@ -330,7 +359,8 @@ def census(sources, readme=None, exercised=None):
     rows = []
     for path in sorted(set(sources) | set(covering)):
         if path in covering:
-            rows.append((path, COVERED, covering[path]))
+            reason = classify(path, sources[path])[1] if path in sources else ""
+            rows.append((path, COVERED, covered_detail(covering[path], reason)))
             continue
         category, reason = classify(path, sources[path])
         if category == TODO or OTHERWISE_IN_SCOPE in reason:
@@ -346,13 +376,23 @@ def census(sources, readme=None, exercised=None):
 
 def refresh(rows, readme):
     """The census rows again with the README's coverage applied: a file a script now
-    follows becomes covered; one no script follows any more is to do again."""
+    follows becomes covered (a Keras 3 form when it was out only for tfds or Keras 2, and
+    stays so); one no script follows any more is to do again (out of scope again, with its
+    reason, when its script was a Keras 3 form)."""
     covering = {path: script for script, path in readme}
     known = {r[0] for r in rows}
     out = []
     for path, category, detail in rows:
         if path in covering:
-            out.append((path, COVERED, covering[path]))
+            if category == COVERED and f"({KERAS3_FORM}: " in detail:
+                note = detail.split(" ", 1)[1]
+                out.append((path, COVERED, f"{covering[path]} {note}"))
+            else:
+                out.append((path, COVERED, covered_detail(
+                    covering[path], detail if category == OUT else "")))
+        elif category == COVERED and f"({KERAS3_FORM}: " in detail:
+            out.append((path, OUT, f"{_soft_reason(detail)}; no script follows it any more "
+                                   f"(was {covering_script(detail)})"))
         elif category == COVERED:
             out.append((path, TODO, f"no script follows it any more (was {detail})"))
         else:
@@ -384,11 +424,15 @@ def _soft(rows):
     return sum(OTHERWISE_IN_SCOPE in detail for _, category, detail in rows if category == OUT)
 
 
+def _keras3_forms(rows):
+    return sum(f"({KERAS3_FORM}: " in detail for _, category, detail in rows
+               if category == COVERED)
+
+
 def first_reason(detail):
     """The kind of the first reason an out-of-scope row gives, without its particulars."""
     if OTHERWISE_IN_SCOPE in detail:
-        kinds = [kind for reason, kind in ((TFDS, "tensorflow_datasets"), (KERAS2_ONLY, "Keras 2"))
-                 if reason in detail]
+        kinds = [kind for reason, kind in _SOFT_KINDS if reason in detail]
         return " and ".join(kinds) + " only (the model otherwise in scope)"
     return re.split(r"[;:(]", detail, maxsplit=1)[0].strip()
 
@@ -407,6 +451,8 @@ def render(rows, scanned):
     lines += ["", "Out of scope only for tensorflow_datasets and/or Keras 2 (tf.keras), the model "
               f"and training otherwise in scope: {_soft(rows)} (a Keras 3 form of each would be "
               "in scope)."]
+    lines += ["", "Covered by a Keras 3 form of a file out only for tensorflow_datasets and/or "
+              f"Keras 2 (counted as covered): {_keras3_forms(rows)}."]
     by_reason = {}
     for _, category, detail in rows:
         if category == OUT:
@@ -464,8 +510,8 @@ def summary(rows):
     in_scope = t[COVERED] + t[TODO]
     soft = _soft(rows)
     return (f"{sum(t.values())} keras-io files: {in_scope} in scope ({t[COVERED]} covered, "
-            f"{t[TODO]} to do), {t[OUT]} out of scope ({soft} of them only for tfds or "
-            f"Keras 2)")
+            f"{t[TODO]} to do; {_keras3_forms(rows)} covered by a Keras 3 form), {t[OUT]} "
+            f"out of scope ({soft} of them only for tfds or Keras 2)")
 
 
 def main(argv=None):

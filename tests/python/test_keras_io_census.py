@@ -26,7 +26,8 @@ def test_every_covering_script_exists(census):
     rows, _ = census
     covered = [(path, script) for path, category, script in rows if category == tool.COVERED]
     assert covered, "CENSUS.md lists no covered file"
-    missing = [s for _, s in covered if not os.path.isfile(os.path.join(tool.SCRIPTS, s))]
+    missing = [s for _, s in covered
+               if not os.path.isfile(os.path.join(tool.SCRIPTS, tool.covering_script(s)))]
     assert not missing, f"CENSUS.md names scripts tests/keras_io/ does not have: {missing}"
 
 
@@ -36,7 +37,8 @@ def test_every_readme_row_is_covered_in_the_census(census):
     readme = tool.readme_rows()
     assert len(readme) >= 80
     stale = [f"{path} ({script})" for script, path in readme
-             if by_path.get(path) != (tool.COVERED, script)]
+             if by_path.get(path, ("", ""))[0] != tool.COVERED
+             or tool.covering_script(by_path[path][1]) != script]
     assert not stale, ("tests/keras_io/README.md's table has rows CENSUS.md does not give as "
                        f"covered by that script; run `{tool.REFRESH}`:\n" + "\n".join(stale))
 
@@ -80,6 +82,34 @@ def test_refresh_follows_scripts_added_and_removed():
         ("examples/a/y.py", tool.TODO, "no script follows it any more (was y.py)"),
         ("guides/w.py", tool.COVERED, "w.py"),
         ("guides/z.py", tool.OUT, "Keras 2 only (tf.keras)")]
+
+
+def test_a_keras3_form_covers_a_file_out_only_for_tfds_or_keras2():
+    """A script following a file out only for tfds / Keras 2 (in its Keras 3 form) covers it,
+    saying so; the note survives a refresh, and the file is out of scope again, with its
+    reason, when no script follows it any more."""
+    soft = "tensorflow_datasets (tfds) data; Keras 2 only (tf.keras); " + tool.OTHERWISE_IN_SCOPE
+    rows = [("examples/generative/ddpm.py", tool.OUT, soft + "; 2 new: layers.GroupNormalization"),
+            ("examples/rl/e.py", tool.OUT, "Keras 2 only (tf.keras); needs X")]
+    readme = [("ddpm.py", "examples/generative/ddpm.py"), ("e.py", "examples/rl/e.py")]
+    once = tool.refresh(rows, readme)
+    form = "ddpm.py (a Keras 3 form: the keras-io file is tensorflow_datasets and Keras 2 only)"
+    assert once == [("examples/generative/ddpm.py", tool.COVERED, form),
+                    ("examples/rl/e.py", tool.COVERED, "e.py")]
+    assert tool.refresh(once, readme) == once
+    lines = tool.render(once, "a test")
+    assert ("Covered by a Keras 3 form of a file out only for tensorflow_datasets and/or Keras 2 "
+            "(counted as covered): 1.") in lines
+    assert tool.parse_block(f"{tool.BEGIN}\nGenerated.\n\n" + "\n".join(lines)
+                            + f"\n{tool.END}") == (once, "a test")
+    gone = tool.refresh(once, [])
+    assert gone[0] == ("examples/generative/ddpm.py", tool.OUT,
+                       soft + "; no script follows it any more (was ddpm.py)")
+    assert tool.first_reason(gone[0][2]).startswith("tensorflow_datasets and Keras 2 only")
+    # a scan of keras-io says the same of a covered Keras 2 source
+    assert tool.census({"examples/rl/e.py": KERAS2}, readme=[("e.py", "examples/rl/e.py")]) == [
+        ("examples/rl/e.py", tool.COVERED, "e.py (a Keras 3 form: the keras-io file is Keras 2 "
+                                           "only)")]
 
 
 KERAS3_TF_DATA = '''"""

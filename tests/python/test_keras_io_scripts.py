@@ -30,6 +30,8 @@ RUNS = ["3D_image_classification", "antirectifier", "approximating_non_function_
         "object_detection_using_vision_transformer", "semantic_image_clustering", "dcgan_overriding_train_step", "eanet",
         "movielens_recommendations_transformers", "custom_train_step_in_tensorflow",
         "creating_tfrecords", "debugging_tips",
+        "ctc_asr", "ddpm", "active_learning_review_classification", "actor_critic_cartpole",
+        "depth_estimation",
         "eeg_bci_ssvepformer", "eeg_signal_classification", "endpoint_layer_pattern", "functional_api",
         "gat_node_classification", "gnn_citations", "gradient_centralization",
         "image_classification_from_scratch",

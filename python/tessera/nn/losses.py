@@ -154,7 +154,7 @@ class Loss:
         if sample_weight is not None:
             w = sample_weight
             while w.ndim > values.ndim and w.shape[-1] == 1:  # (batch, 1) weights, as Keras
-                w = _ops().squeeze(w, axis=-1)
+                w = ops.squeeze(w, axis=-1)
             while w.ndim < values.ndim:
                 w = np.expand_dims(w, -1)
             values = values * w
@@ -162,9 +162,9 @@ class Loss:
         if reduction in (None, "none") or len(values.shape) == 0:
             return values
         if reduction == "sum":
-            return _ops().sum(values)
+            return ops.sum(values)
         if reduction == "mean_with_sample_weight" and sample_weight is not None:
-            return _ops().sum(values) / _ops().sum(w * _ops().ones_like(values))
+            return ops.sum(values) / ops.sum(w * ops.ones_like(values))
         return np.mean(values)
 
     def symbolic_per_sample(self, y, p):
@@ -244,7 +244,7 @@ class MeanSquaredError(Loss):
         return f"mean(square({p} - {y}), axis=-1)"
 
     def symbolic_per_sample(self, y, p):
-        return _ops().mean(_ops().square(p - y), axis=-1)
+        return ops.mean(ops.square(p - y), axis=-1)
 
 
 class MeanAbsoluteError(Loss):
@@ -254,7 +254,7 @@ class MeanAbsoluteError(Loss):
         return f"mean(abs({p} - {y}), axis=-1)"
 
     def symbolic_per_sample(self, y, p):
-        return _ops().mean(_ops().abs(p - y), axis=-1)
+        return ops.mean(ops.abs(p - y), axis=-1)
 
 
 class MeanAbsolutePercentageError(Loss):
@@ -292,6 +292,10 @@ class Huber(Loss):
         return (f"mean(where(abs{e} <= {d}, 0.5 * {e} ** 2, {d} * (abs{e} - 0.5 * {d})), "
                 "axis=-1)")
 
+    def symbolic_per_sample(self, y, p):
+        e, d = ops.abs(p - y), self.delta  # (actor_critic_cartpole's critic, in compute_loss)
+        return ops.mean(ops.where(e <= d, 0.5 * e * e, d * (e - 0.5 * d)), axis=-1)
+
 
 class LogCosh(Loss):
     name = "log_cosh"
@@ -309,7 +313,7 @@ class KLDivergence(Loss):
         return f"sum({yc} * log({yc} / {pc}), axis=-1)"
 
     def symbolic_per_sample(self, y, p):
-        K = _ops()
+        K = ops
         yc, pc = K.clip(y, float(_EPS), 1.0), K.clip(p, float(_EPS), 1.0)
         return K.sum(yc * K.log(yc / pc), axis=-1)
 
@@ -348,7 +352,7 @@ class SparseCategoricalCrossentropy(Loss):
                              self.from_logits)
 
     def symbolic_per_sample(self, y, p):
-        K = _ops()
+        K = ops
         if len(y.shape) == len(p.shape) and y.shape[-1] == 1:
             y = K.squeeze(y, axis=-1)  # Keras accepts labels of shape (batch, 1)
         t = K.one_hot(K.cast(y, "int32"), p.shape[-1], dtype=p.dtype)
@@ -415,7 +419,7 @@ class BinaryCrossentropy(_SmoothedCrossentropy):
         return f"-mean({t} * log({q}) + (1.0 - {t}) * log(1.0 - {q}), axis=-1)"
 
     def symbolic_per_sample(self, y, p):
-        K, s = _ops(), self.label_smoothing
+        K, s = ops, self.label_smoothing
         t = y if not s else y * (1 - s) + 0.5 * s
         if self.from_logits:
             return K.mean(0.5 * (p + K.abs(p)) - p * t + K.log1p(K.exp(-K.abs(p))), axis=-1)
@@ -761,7 +765,7 @@ def ctc(y_true, y_pred):
     """Keras's CTC loss of each sample: integer label sequences ``y_true``
     (batch, max_length; 0 is the blank and pads them) and logits ``y_pred``
     (batch, time, classes), every output step used (tessera.nn.ops.ctc_loss)."""
-    K = _ops()
+    K = ops
     if len(np.shape(y_true)) != 2:
         raise ValueError(f"[ctc] y_true must be (batch_size, max_length) integer labels, got "
                          f"shape {np.shape(y_true)}")
@@ -809,17 +813,13 @@ _BY_NAME = {
 }
 
 
-_SYMBOLIC_LOSSES = ("MeanSquaredError", "MeanAbsoluteError", "BinaryCrossentropy",
+_SYMBOLIC_LOSSES = ("MeanSquaredError", "MeanAbsoluteError", "BinaryCrossentropy", "Huber",
                     "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "KLDivergence")
-
-
-def _ops():
-    return ops
 
 
 def _symbolic_crossentropy(t, p, from_logits: bool):
     """_crossentropy on symbolic tensors."""
-    K = _ops()
+    K = ops
     if from_logits:
         return -K.sum(t * K.log_softmax(p, axis=-1), axis=-1)
     q = K.clip(p / K.sum(p, axis=-1, keepdims=True), 1e-7, 1 - 1e-7)

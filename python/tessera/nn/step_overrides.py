@@ -78,6 +78,19 @@ def overrides_compute_loss(model) -> bool:
     return _user_override(model, "compute_loss") is not None
 
 
+def _drop_unlogged_output_losses(model, loss):
+    """Keras logs each output's compiled loss ("<output>_loss") only when its compiled loss
+    runs: a compute_loss override that never calls super().compute_loss (ddpm's returns
+    `self.loss(noise, pred_noise)`) logs "loss" alone, so compile's per-output trackers go."""
+    compiled = getattr(model, "_compiled", None)
+    if compiled is None or not compiled.output_losses:
+        return
+    leaves, _ = graph_layers([loss])
+    if not any(isinstance(l, CompiledLoss) for l in leaves):
+        compiled.output_losses = []
+        model.__dict__.pop("_tracker_objects", None)
+
+
 class CompiledLoss:
     """The node `super().compute_loss(...)` records: compile's losses of the
     labels and outputs it was given, plus the layers' added losses and the
@@ -226,6 +239,7 @@ def trace_compute_loss(model, weighted: bool, training: bool):
         raise ValueError(f"[compute_loss] {owner}.compute_loss returned a value of shape "
                          f"{tuple(loss.shape)} (made at {loss.where}): the loss must be a scalar "
                          "(reduce it, e.g. ops.mean)")
+    _drop_unlogged_output_losses(model, loss)
     cache[key] = (loss, ys, sw)
     return cache[key]
 

@@ -348,8 +348,12 @@ class Reshape(Layer):
                              f"-1, got {target_shape!r}")
 
     def compute_output_shape(self, s):
-        n = math.prod(s)
         known = math.prod(d for d in self.target_shape if d != -1)
+        if any(d is None for d in s):
+            # An axis of unknown length (Input((None, d))): the -1 axis is unknown too, as
+            # Keras's; each concrete length met is recorded again with its own (varlen.py).
+            return tuple(None if d == -1 else d for d in self.target_shape)
+        n = math.prod(s)
         if -1 in self.target_shape:
             if n % known:
                 raise ValueError(f"[Reshape] cannot reshape samples of shape {s} ({n} elements) "
@@ -361,6 +365,12 @@ class Reshape(Layer):
         return self.target_shape
 
     def forward(self, x, p, ctx):
+        if any(d is None for d in self._out_shape):
+            # recorded on an axis of unknown length: the batch axis read from the input, the
+            # -1 axis left to the reshape
+            xv = ctx.define("rs_in", x)
+            dims = ", ".join(str(d) for d in self.target_shape)
+            return f"reshape({xv}, list(shape({xv})[0], {dims}))"
         return f"reshape({x}, {_list((-1,) + self._out_shape)})"
 
 

@@ -127,7 +127,8 @@ class InferenceMixin:
         trace = step_trace_for(self, "evaluate", weighted)  # a test_step override's logs
         sizes = trace.sizes() if trace is not None else self._metric_sizes()
         cbs.on_test_begin()  # (before the weights are read: a callback may set them)
-        args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
+        weights = self.weights  # (once: each read builds the model's whole table)
+        args0 = [weights[v] for v in self._params(True) + self._params(False)]
         total_loss, seen = 0.0, 0
         totals = [np.zeros(s) for s in sizes]
         names = trace.names if trace is not None else self._metric_log_names()
@@ -316,7 +317,8 @@ class InferenceMixin:
         cbs = self._inference_callbacks(callbacks, verbose, steps, "predict")
         prog = self._program("predict")
         cbs.on_predict_begin()  # (before the weights are read: a callback may set them)
-        args0 = [self.weights[v] for v in self._params(True) + self._params(False)]
+        weights = self.weights  # (once: each read builds the model's whole table)
+        args0 = [weights[v] for v in self._params(True) + self._params(False)]
         outs = []
         for i, arrays in enumerate(batches):
             if steps is not None and i >= steps:
@@ -452,7 +454,8 @@ class InferenceMixin:
                     [layer for layer, _ in owners])
             self._programs[key] = held
         prog, norms, owners = held
-        args = [self.weights[v] for v in P + S] + xs + [eager_training_seed()] + \
+        weights = self.weights  # (once: each read builds the model's whole table)
+        args = [weights[v] for v in P + S] + xs + [eager_training_seed()] + \
             [next_own_seed(layer) for layer in owners]
         outs, batch_stats = prog.run(args)
         for bn, (mean, var) in zip(norms, batch_stats):
