@@ -92,7 +92,7 @@ def test_a_documented_stop_is_told_from_a_failure(monkeypatch):
 # Scripts whose own checks read their later epochs (a history of each epoch plotted,
 # learning asserted over the fit, a callback acting at the second epoch): they run all
 # their epochs here too.
-FULL_EPOCHS = {"creating_tfrecords", "custom_train_step_in_tensorflow",
+FULL_EPOCHS = {"creating_tfrecords", "ctc_asr", "custom_train_step_in_tensorflow",
                "dcgan_overriding_train_step", "image_classification_from_scratch",
                "metric_learning", "movielens_recommendations_transformers", "patch_convnet",
                "sklearn_metric_callbacks", "stft"}
