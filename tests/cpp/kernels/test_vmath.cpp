@@ -16,14 +16,14 @@ namespace {
 using tessera::kernels::VecFn;
 using tessera::kernels::vmath;
 
-struct Case {
+struct VmathCase {
   VecFn f;
   double (*ref)(double);
   double lo, hi;  // the range of the random arguments
   const char* name;
 };
 
-const Case kCases[] = {
+const VmathCase kVmathCases[] = {
     {VecFn::exp, [](double v) { return std::exp(v); }, -80, 80, "exp"},
     {VecFn::exp2, [](double v) { return std::exp2(v); }, -120, 120, "exp2"},
     {VecFn::expm1, [](double v) { return std::expm1(v); }, -5, 5, "expm1"},
@@ -60,7 +60,7 @@ double ulps(T a, double r) {
 }
 
 template <class T>
-void check_accuracy(const Case& c) {
+void vmath_check_accuracy(const VmathCase& c) {
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(c.lo, c.hi);
   std::vector<T> x(1000);
@@ -77,14 +77,14 @@ void check_accuracy(const Case& c) {
 }
 
 TEST(Vmath, WithinFourUlpOfTheCorrectResult) {
-  for (const Case& c : kCases) {
-    check_accuracy<float>(c);
-    check_accuracy<double>(c);
+  for (const VmathCase& c : kVmathCases) {
+    vmath_check_accuracy<float>(c);
+    vmath_check_accuracy<double>(c);
   }
 }
 
 template <class T>
-void check_special(const Case& c) {
+void vmath_check_special(const VmathCase& c) {
   const T inf = std::numeric_limits<T>::infinity();
   const std::vector<T> x = {T(0), -T(0), inf, -inf, std::numeric_limits<T>::quiet_NaN(),
                             T(1), T(-1), T(2)};
@@ -105,9 +105,9 @@ void check_special(const Case& c) {
 }
 
 TEST(Vmath, SpecialValuesAsTheScalarFunctions) {
-  for (const Case& c : kCases) {
-    check_special<float>(c);
-    check_special<double>(c);
+  for (const VmathCase& c : kVmathCases) {
+    vmath_check_special<float>(c);
+    vmath_check_special<double>(c);
   }
 }
 

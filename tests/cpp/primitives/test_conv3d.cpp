@@ -115,13 +115,13 @@ Array ref_pool3d(const Array& x, bool max, Triple pool, Triple stride, const std
   return y;
 }
 
-struct Case {
+struct Conv3dCase {
   Triple stride, dil;
   std::string padding;
   int64_t groups;
 };
 
-std::vector<Case> cases() {
+std::vector<Conv3dCase> conv3d_cases() {
   return {{{1, 1, 1}, {1, 1, 1}, "valid", 1},
           {{2, 1, 2}, {1, 1, 1}, "same", 1},
           {{1, 2, 1}, {2, 1, 1}, "same", 2},
@@ -133,7 +133,7 @@ Array f32_of(const Array& a) { return a.astype(DType::float32); }
 }  // namespace
 
 TEST(Conv3d, ForwardMatchesReferenceAndOneDNNAgrees) {
-  for (const Case& c : cases()) {
+  for (const Conv3dCase& c : conv3d_cases()) {
     SCOPED_TRACE(c.padding + " groups " + std::to_string(c.groups));
     Array x = c3_random_array({2, 5, 6, 7, 4}, 1), w = c3_random_array({3, 2, 3, 4 / c.groups, 8}, 2);
     const std::vector<Value> set{triple(c.stride), Value(c.padding), triple(c.dil),
@@ -154,7 +154,7 @@ TEST(Conv3d, ForwardMatchesReferenceAndOneDNNAgrees) {
 }
 
 TEST(Conv3d, GradientsMatchFiniteDifferences) {
-  for (const Case& c : cases()) {
+  for (const Conv3dCase& c : conv3d_cases()) {
     SCOPED_TRACE(c.padding + " groups " + std::to_string(c.groups));
     Array x = c3_random_array({2, 4, 5, 5, 4}, 3), w = c3_random_array({2, 3, 2, 4 / c.groups, 4}, 4);
     auto with = [&](std::vector<Value> head) {
