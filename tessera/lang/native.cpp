@@ -1955,7 +1955,8 @@ struct Gen {
     return dict_epoch;
   }
   struct DictView {
-    llvm::Value *ok, *obj, *epoch, *buf;  // i1, i64, i64, four i64 (native_dict_view's)
+    llvm::Value *ok, *obj, *epoch, *buf;  // i1, i64, i64, five i64 (native_dict_view's, and
+                                          // native_dict_set's result of it)
   };
   std::map<int, DictView> dict_views;
   DictView dict_view_of(int r) {
@@ -1963,8 +1964,10 @@ struct Gen {
     if (it != dict_views.end()) return it->second;
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     DictView v{e.CreateAlloca(i1), e.CreateAlloca(i64), e.CreateAlloca(i64),
-               e.CreateAlloca(i64, e.getInt32(4))};
+               e.CreateAlloca(i64, e.getInt32(5))};
     e.CreateStore(e.getFalse(), v.ok);
+    e.CreateStore(e.getInt64(-1), v.obj);  // no view taken yet
+    e.CreateStore(e.getInt64(0), v.epoch);
     dict_views.emplace(r, v);
     return v;
   }
@@ -1977,10 +1980,10 @@ struct Gen {
   InPlaceProbe dict_probe(int r, llvm::Value* obj, llvm::Value* key) {
     const DictView v = dict_view_of(r);
     llvm::Value* epoch = b.CreateLoad(i64, dict_epoch_of());
-    llvm::Value* fresh =
-        b.CreateAnd(b.CreateLoad(i1, v.ok),
-                    b.CreateAnd(b.CreateICmpEQ(b.CreateLoad(i64, v.obj), obj),
-                                b.CreateICmpEQ(b.CreateLoad(i64, v.epoch), epoch)));
+    // Taken for this object since the last call that may change it (also
+    // when none could be given: a dict of Values is not asked again).
+    llvm::Value* fresh = b.CreateAnd(b.CreateICmpEQ(b.CreateLoad(i64, v.obj), obj),
+                                     b.CreateICmpEQ(b.CreateLoad(i64, v.epoch), epoch));
     llvm::BasicBlock* refill = llvm::BasicBlock::Create(ctx, "dview_fill", fn);
     llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "dview_have", fn);
     llvm::BasicBlock* look = llvm::BasicBlock::Create(ctx, "dprobe_look", fn);
@@ -2207,7 +2210,8 @@ struct Gen {
     llvm::Value* key = dict_key(keys.data(), keys.size(), &first);
     llvm::BasicBlock* same_there = nullptr;
     const int ck = v.s ? -1 : compact_kind(v.k);
-    if (keys.size() == 1 && is_int(static_cast<Reg::Kind>(first.k)) && ck > 0) {
+    const bool probed = keys.size() == 1 && is_int(static_cast<Reg::Kind>(first.k)) && ck > 0;
+    if (probed) {
       // s.add(k) of a k there (d[k] = v of that very number): nothing
       // changes, nothing is logged, no call (native_dict_set's no-op).
       InPlaceProbe p = dict_probe(r, d.v, first.v);
@@ -2220,13 +2224,25 @@ struct Gen {
       b.CreateCondBr(b.CreateAnd(same, b.CreateICmpEQ(bits, to_payload(v))), same_there, write);
       b.SetInsertPoint(write);
     }
-    auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i8p, i64, i8p}, false);
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i8p, i64, i8p, i8p}, false);
+    llvm::Value* view = probed ? b.CreateBitCast(dict_view_of(r).buf, i8p)
+                               : llvm::ConstantPointerNull::get(llvm::cast<llvm::PointerType>(i8p));
     llvm::Value* rc = b.CreateCall(
         ft, fptr(reinterpret_cast<void*>(&native_dict_set), ft),
         {cptr, b.CreateBitCast(held, i8p), b.getInt64(static_cast<int64_t>(regs.size())),
          b.getInt64(r), d.v, key, b.getInt64(static_cast<int64_t>(keys.size())),
-         b.CreateBitCast(item, i8p)});
+         b.CreateBitCast(item, i8p), view});
     bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    if (probed) {
+      // The view after the write, given by the call itself (taken at the
+      // count of calls that includes it).
+      const DictView dv = dict_view_of(r);
+      b.CreateStore(b.CreateICmpNE(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, dv.buf, 4)),
+                                   b.getInt64(0)),
+                    dv.ok);
+      b.CreateStore(d.v, dv.obj);
+      b.CreateStore(b.CreateLoad(i64, dict_epoch_of()), dv.epoch);
+    }
     if (same_there) {
       b.CreateBr(same_there);
       b.SetInsertPoint(same_there);

@@ -122,8 +122,10 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
   }
 }
 
-extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
-                                   int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value) {
+namespace {
+
+int32_t ndict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r, int64_t obj,
+                  const Reg* keys, int64_t nkeys, const Reg* value) {
   if (ndict_at(c, obj) == nullptr || !value->scalar()) return 1;
   // Another register holding the same dict would see the change (Python's
   // aliasing): the interpreter's, which leaves it to the general path.
@@ -183,6 +185,16 @@ extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nh
   } catch (...) {
     return 1;  // a dict at its size limit: the general path reports it
   }
+}
+
+}  // namespace
+
+extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                   int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value,
+                                   uint64_t* view) {
+  const int32_t rc = ndict_set(c, held, nheld, r, obj, keys, nkeys, value);
+  if (rc == 0 && view != nullptr) view[4] = static_cast<uint64_t>(native_dict_view(c, obj, view));
+  return rc;
 }
 
 extern "C" int32_t native_dict_view(NativeCtx* c, int64_t obj, uint64_t* out) {
