@@ -158,7 +158,8 @@ class _Rewriter(ast.NodeTransformer):
             if len(node.args) != 1:
                 self.refuse(f"set.{f.attr}() with {len(node.args)} arguments is not supported "
                             "by tessera.jit (give one)", node)
-            return self.binop(f.value, op, self.as_set(node.args[0]), node)
+            return self.binop(f.value, op, self.as_set(node.args[0]), node,
+                              iterable=not self.n.is_set(node.args[0]))
         if isinstance(node, ast.BinOp):
             return self.binop(node.left, node.op, node.right, node)
         raise AssertionError(node)
@@ -186,9 +187,10 @@ class _Rewriter(ast.NodeTransformer):
                         "by tessera.jit (both operands must be sets, as in Python)", whole)
         return self.set_value(node)
 
-    def binop(self, left, op, right, whole):
+    def binop(self, left, op, right, whole, iterable=False):
         """s | t, s & t, s - t, s ^ t as dict comprehensions: each operand is
-        evaluated once (bound by a one-item loop)."""
+        evaluated once (bound by a one-item loop). `iterable`: the right
+        operand is set(xs) of s.intersection(xs)'s iterable."""
         if not isinstance(whole, ast.BinOp):
             whole = ast.BinOp(left, op, right, lineno=whole.lineno)
         a, b = self.operand(left, whole), self.operand(right, whole)
@@ -205,8 +207,23 @@ class _Rewriter(ast.NodeTransformer):
             p = self.fresh()
             gens = bind + [gen(p, ast.Tuple([_name(ta), _name(tb)], ast.Load())),
                            gen(k, _name(p))]
+        elif isinstance(op, ast.BitAnd) and iterable:
+            # CPython walks the iterable, keeping its elements: {0}.intersection([0.0]) is {0.0}.
+            gens = bind + [gen(k, _name(tb), [has(ta)])]
         elif isinstance(op, ast.BitAnd):
-            gens = bind + [gen(k, _name(ta), [has(tb)])]
+            # CPython's set_intersection walks the smaller set (the right one
+            # when both are as big) and keeps its elements, whose kinds may
+            # differ from the other's equal ones: {0, 6} & {0.0, 6.0} is {0.0, 6.0}.
+            p, q = self.fresh(), self.fresh()
+            right_smaller = ast.Compare(ast.Call(_name("len"), [_name(tb)], []), [ast.LtE()],
+                                        [ast.Call(_name("len"), [_name(ta)], [])])
+            pairs = ast.IfExp(right_smaller,
+                              ast.Tuple([ast.Tuple([_name(tb), _name(ta)], ast.Load())], ast.Load()),
+                              ast.Tuple([ast.Tuple([_name(ta), _name(tb)], ast.Load())], ast.Load()))
+            gens = bind + [ast.comprehension(ast.Tuple([_name(p, ast.Store()),
+                                                        _name(q, ast.Store())], ast.Store()),
+                                             pairs, [], 0),
+                           gen(k, _name(p), [has(q)])]
         elif isinstance(op, ast.Sub):
             gens = bind + [gen(k, _name(ta), [has(tb, neg=True)])]
         else:
@@ -334,10 +351,12 @@ class _Rewriter(ast.NodeTransformer):
         if attr in ("discard", "remove"):
             args = [x] + ([ast.Constant(None)] if attr == "discard" else [])
             return ast.Expr(ast.Call(ast.Attribute(_name(s), "pop", ast.Load()), args, []))
+        iterable = not self.n.is_set(x)
         x = self.as_set(x)
         op = {"update": ast.BitOr(), "difference_update": ast.Sub(),
               "intersection_update": ast.BitAnd()}[attr]
-        return ast.Assign([_name(s, ast.Store())], self.binop(_name(s), op, x, c))
+        return ast.Assign([_name(s, ast.Store())],
+                          self.binop(_name(s), op, x, c, iterable=iterable))
 
     def visit_Call(self, node):
         f = node.func

@@ -472,6 +472,12 @@ void Dict::set(Value key, Value value) {
 }
 
 void Dict::set_int(int64_t key, Value value) {
+  if (uint64_t vb; items.compact()) {
+    if (uint8_t vk; dict_value_bits(value, vb, vk)) {
+      set_int_number(key, vb, DictValueKind(vk));
+      return;
+    }
+  }
   if (key < -kDictExactInt || key > kDictExactInt ||
       (items.size() + 1 < kDictIndexFrom && slots_.empty())) {
     set(Value(key), std::move(value));
@@ -510,6 +516,89 @@ void Dict::set_int(int64_t key, Value value) {
     slots_[2 * empty_slot + 1] = uint64_t(items.size()) | kDictIntegralMark;
     indexed_ = items.size();
   }
+}
+
+std::ptrdiff_t Dict::find_int_number(int64_t key, uint64_t& bits, DictValueKind& kind) const {
+  if (!items.compact()) return -2;
+  std::ptrdiff_t p = -1;
+  if (key < -kDictExactInt || key > kDictExactInt) {
+    p = position(Value(key));
+  } else if (indexed_ == items.size() && !slots_.empty()) {
+    p = position_of_int(key);
+  } else {
+    // A dict too small for an index: its keys compared as numbers (an int
+    // within +-2**53 is exactly the double it equals), no Value made.
+    const double as_double = double(key);
+    for (size_t at = 0; at < items.numbers_.size(); ++at) {
+      const uint64_t kb = items.numbers_[at].key;
+      const uint8_t kk = items.kinds_[at] & 3;
+      double d;
+      std::memcpy(&d, &kb, sizeof d);
+      if (kk == kDictNumFloat ? d == as_double : int64_t(kb) == key) {
+        p = std::ptrdiff_t(at);
+        break;
+      }
+    }
+  }
+  if (p >= 0) {
+    bits = items.numbers_[size_t(p)].value;
+    kind = DictValueKind((items.kinds_[size_t(p)] >> 2) & 3);
+  }
+  return p;
+}
+
+void Dict::set_int_number(int64_t key, uint64_t bits, DictValueKind kind) {
+  const auto vk = uint8_t(kind);
+  if (!items.compact()) {
+    set_int(key, dict_value_of(bits, uint8_t(vk << 2)));
+    return;
+  }
+  if (key < -kDictExactInt || key > kDictExactInt ||
+      (items.size() + 1 < kDictIndexFrom && slots_.empty())) {
+    set(Value(key), dict_value_of(bits, uint8_t(vk << 2)));
+    return;
+  }
+  if (indexed_ != items.size() || slots_.empty()) rebuild_index(items.size());
+  // One probe finds the key or the empty slot a new key takes (position_of_int's walk).
+  const uint64_t hash = uint64_t(key);
+  size_t empty_slot = 0;
+  for (DictProbe probe(hash, slots_.size() / 2 - 1);; probe.next()) {
+    const uint64_t w = slots_[2 * probe.slot + 1];
+    if (w == 0) {
+      empty_slot = probe.slot;
+      break;
+    }
+    if (slots_[2 * probe.slot] == hash && (w & kDictIntegralMark) != 0) {
+      const size_t at = size_t(w & kDictPositionBits) - 1;
+      items.numbers_[at].value = bits;
+      items.kinds_[at] = uint8_t((items.kinds_[at] & 3) | (vk << 2));
+      return;
+    }
+  }
+  if (items.size() >= 0xfffffffeULL) {
+    throw std::length_error("[dict] a dict holds at most 4,294,967,294 items");
+  }
+  items.numbers_.push_back(DictNumber{uint64_t(key), bits});
+  items.kinds_.push_back(uint8_t(kDictNumInt | (vk << 2)));
+  if (2 * (items.size() + 1) > slots_.size() / 2) {
+    rebuild_index(items.size());
+  } else {
+    slots_[2 * empty_slot] = hash;
+    slots_[2 * empty_slot + 1] = uint64_t(items.size()) | kDictIntegralMark;
+    indexed_ = items.size();
+  }
+}
+
+Dict::IntProbe Dict::int_probe() const {
+  IntProbe p;
+  if (!items.compact() || slots_.empty() || indexed_ != items.size()) return p;
+  p.valid = true;
+  p.slots = slots_.data();
+  p.mask = slots_.size() / 2 - 1;
+  p.numbers = items.numbers_.data();
+  p.kinds = items.kinds_.data();
+  p.size = items.size();
+  return p;
 }
 
 void Dict::truncate(size_t n) {

@@ -41,6 +41,10 @@ struct DictNumber {
   uint64_t value;
 };
 
+// The kind of a compact dict's value (DictItems::kinds_, bits 2-3): its bits
+// are 0 (nil), 0 or 1 (a bool), an int64's or a double's.
+enum class DictValueKind : uint8_t { nil = 0, boolean = 1, integer = 2, floating = 3 };
+
 // The items of a Dict, in insertion order, held in one of two forms. While
 // every key is a bool, int or float and every value one of those or nil,
 // they are compact: 16 bytes an item plus a byte of kinds (native loops'
@@ -148,6 +152,25 @@ struct Dict {
   // Replaces the value at a position (a roll-back's), keeping a compact form
   // compact for a number.
   void set_value_at(size_t position, Value value);
+  // Native loops' int-key paths, a number given as its bits and kind (no
+  // Value made while the items are compact). find_int_number: the position
+  // of `key` (-1: not there) and the value's bits and kind there; -2 when
+  // the items are not compact (position_int and value_at answer then).
+  std::ptrdiff_t find_int_number(int64_t key, uint64_t& bits, DictValueKind& kind) const;
+  // set_int(key, the number of these bits and kind).
+  void set_int_number(int64_t key, uint64_t bits, DictValueKind kind);
+  // What generated code needs to probe a compact dict's int keys itself
+  // (the slots' layout and probe order: value.cpp): valid only while the
+  // items are compact and indexed; good until the dict changes.
+  struct IntProbe {
+    bool valid = false;
+    const uint64_t* slots = nullptr;  // two words a slot
+    uint64_t mask = 0;                // slots - 1
+    const DictNumber* numbers = nullptr;
+    const uint8_t* kinds = nullptr;
+    uint64_t size = 0;
+  };
+  IntProbe int_probe() const;
   // Room for n items and their index: growing to n moves and re-indexes nothing.
   void reserve(size_t n);
   void erase_at(size_t position);  // removes items[position], keeping the index true

@@ -283,7 +283,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_list_set),
                           reinterpret_cast<void*>(&native_str_byte),
                           reinterpret_cast<void*>(&native_seq_len),
-                          reinterpret_cast<void*>(&native_list2_len)};
+                          reinterpret_cast<void*>(&native_list2_len),
+                          reinterpret_cast<void*>(&native_dict_view)};
 
 // ---- the JIT (one per process, made on first use)
 
@@ -558,6 +559,13 @@ struct Gen {
     size_t i = 0;
     while (i < std::size(kHelpers) && kHelpers[i] != f) ++i;
     if (i == std::size(kHelpers)) throw Refuse{"internal error: an unknown helper"};
+    // Any call but a dict's read may change a dict: the views taken before
+    // are looked at again (dict_probe).
+    if (f != reinterpret_cast<void*>(&native_dict_find) &&
+        f != reinterpret_cast<void*>(&native_dict_view)) {
+      llvm::Value* g = dict_epoch_of();
+      b.CreateStore(b.CreateAdd(b.CreateLoad(i64, g), b.getInt64(1)), g);
+    }
     llvm::Value*& p = helper_at[i];
     if (!p) {
       llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
@@ -1916,7 +1924,8 @@ struct Gen {
   }
   // The key of d[k], d[i, j] (a tuple), `k in d`: numbers, as Regs in an
   // alloca for the helper.
-  llvm::Value* dict_key(const FNode* const* keys, size_t nkeys) {
+  // `first`: the first key's value.
+  llvm::Value* dict_key(const FNode* const* keys, size_t nkeys, CV* first = nullptr) {
     if (nkeys == 0 || nkeys > static_cast<size_t>(kMaxDims)) throw Refuse{"a dict key of no items"};
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     llvm::Value* at = e.CreateAlloca(i64, e.getInt32(static_cast<uint32_t>(2 * nkeys)));
@@ -1924,8 +1933,134 @@ struct Gen {
       CV v = eval(*keys[k]);
       if (!scalar_cv(v)) throw Refuse{"a dict key that is not a number or a tuple of numbers"};
       put_reg(at, static_cast<int64_t>(k), v);
+      if (k == 0 && first) *first = v;
     }
     return b.CreateBitCast(at, i8p);
+  }
+  // ---- int keys probed by the code itself (docs/runtime.md, "Dicts and sets
+  // in native code"): a compact, indexed dict's slots read in place, as
+  // Dict::position_of_int does (the layout of core/value.cpp, given by
+  // native_dict_view); a helper call only for a write, a dict of another
+  // form, a key past +-2**53, or a value of another kind.
+  // Every helper call but a dict's read may change a dict (a write, a new
+  // object, a sweep): `dict_epoch` counts them, and a register's view is good
+  // while the count is the one it was taken at.
+  llvm::Value* dict_epoch = nullptr;
+  llvm::Value* dict_epoch_of() {
+    if (!dict_epoch) {
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      dict_epoch = e.CreateAlloca(i64);
+      e.CreateStore(e.getInt64(0), dict_epoch);
+    }
+    return dict_epoch;
+  }
+  struct DictView {
+    llvm::Value *ok, *obj, *epoch, *buf;  // i1, i64, i64, five i64 (native_dict_view's, and
+                                          // native_dict_set's result of it)
+  };
+  std::map<int, DictView> dict_views;
+  DictView dict_view_of(int r) {
+    auto it = dict_views.find(r);
+    if (it != dict_views.end()) return it->second;
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    DictView v{e.CreateAlloca(i1), e.CreateAlloca(i64), e.CreateAlloca(i64),
+               e.CreateAlloca(i64, e.getInt32(5))};
+    e.CreateStore(e.getFalse(), v.ok);
+    e.CreateStore(e.getInt64(-1), v.obj);  // no view taken yet
+    e.CreateStore(e.getInt64(0), v.epoch);
+    dict_views.emplace(r, v);
+    return v;
+  }
+  // Whether int `key` (an int register's i64) is in register r's dict `obj`,
+  // found by the code: decided (i1); if so, its position (-1: not there) and
+  // the items' and kinds' addresses (i8*) to read its value.
+  struct InPlaceProbe {
+    llvm::Value *decided, *pos, *numbers, *kinds;
+  };
+  InPlaceProbe dict_probe(int r, llvm::Value* obj, llvm::Value* key) {
+    const DictView v = dict_view_of(r);
+    llvm::Value* epoch = b.CreateLoad(i64, dict_epoch_of());
+    // Taken for this object since the last call that may change it (also
+    // when none could be given: a dict of Values is not asked again).
+    llvm::Value* fresh = b.CreateAnd(b.CreateICmpEQ(b.CreateLoad(i64, v.obj), obj),
+                                     b.CreateICmpEQ(b.CreateLoad(i64, v.epoch), epoch));
+    llvm::BasicBlock* refill = llvm::BasicBlock::Create(ctx, "dview_fill", fn);
+    llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "dview_have", fn);
+    llvm::BasicBlock* look = llvm::BasicBlock::Create(ctx, "dprobe_look", fn);
+    llvm::BasicBlock* cmp = llvm::BasicBlock::Create(ctx, "dprobe_cmp", fn);
+    llvm::BasicBlock* step = llvm::BasicBlock::Create(ctx, "dprobe_step", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "dprobe_done", fn);
+    b.CreateCondBr(fresh, have, refill);
+    b.SetInsertPoint(refill);
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i8p}, false);
+    llvm::Value* rc = b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_dict_view), ft),
+                                   {cptr, obj, b.CreateBitCast(v.buf, i8p)});
+    b.CreateStore(b.CreateICmpNE(rc, b.getInt32(0)), v.ok);
+    b.CreateStore(obj, v.obj);
+    b.CreateStore(epoch, v.epoch);
+    b.CreateBr(have);
+    b.SetInsertPoint(have);
+    // An int within +-2**53 hashes to itself (core/value.cpp's hash_int).
+    const int64_t exact = int64_t{1} << 53;
+    llvm::Value* near = b.CreateICmpULE(b.CreateAdd(key, b.getInt64(exact)), b.getInt64(2 * exact));
+    llvm::Value* slots = b.CreateIntToPtr(b.CreateLoad(i64, v.buf), i64->getPointerTo());
+    llvm::Value* mask = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, v.buf, 1));
+    llvm::Value* numbers = b.CreateIntToPtr(
+        b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, v.buf, 2)), i8p);
+    llvm::Value* kinds = b.CreateIntToPtr(
+        b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, v.buf, 3)), i8p);
+    llvm::Value* first_slot = b.CreateAnd(key, mask);
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    b.CreateCondBr(b.CreateAnd(b.CreateLoad(i1, v.ok), near), look, done);
+    // Python's order: the key's own slot, then slot * 5 + 1 plus the hash's higher bits.
+    b.SetInsertPoint(look);
+    llvm::PHINode* slot = b.CreatePHI(i64, 2);
+    llvm::PHINode* perturb = b.CreatePHI(i64, 2);
+    slot->addIncoming(first_slot, from);
+    perturb->addIncoming(key, from);
+    llvm::Value* at = b.CreateShl(slot, 1);
+    llvm::Value* w = b.CreateLoad(i64, b.CreateInBoundsGEP(i64, slots, b.CreateAdd(at, b.getInt64(1))));
+    b.CreateCondBr(b.CreateICmpEQ(w, b.getInt64(0)), done, cmp);
+    b.SetInsertPoint(cmp);
+    llvm::Value* h = b.CreateLoad(i64, b.CreateInBoundsGEP(i64, slots, at));
+    // A slot of the same hash marked integral (bit 63) is the key.
+    llvm::Value* hit = b.CreateAnd(b.CreateICmpEQ(h, key), b.CreateICmpSLT(w, b.getInt64(0)));
+    llvm::Value* pos = b.CreateSub(b.CreateAnd(w, b.getInt64(0xffffffffLL)), b.getInt64(1));
+    b.CreateCondBr(hit, done, step);
+    b.SetInsertPoint(step);
+    llvm::Value* next_perturb = b.CreateLShr(perturb, 5);
+    llvm::Value* next_slot = b.CreateAnd(
+        b.CreateAdd(b.CreateAdd(b.CreateMul(slot, b.getInt64(5)), next_perturb), b.getInt64(1)), mask);
+    slot->addIncoming(next_slot, step);
+    perturb->addIncoming(next_perturb, step);
+    b.CreateBr(look);
+    b.SetInsertPoint(done);
+    llvm::PHINode* decided = b.CreatePHI(i1, 3);
+    decided->addIncoming(b.getFalse(), from);
+    decided->addIncoming(b.getTrue(), look);
+    decided->addIncoming(b.getTrue(), cmp);
+    llvm::PHINode* where = b.CreatePHI(i64, 3);
+    where->addIncoming(b.getInt64(-1), from);
+    where->addIncoming(b.getInt64(-1), look);
+    where->addIncoming(pos, cmp);
+    return InPlaceProbe{decided, where, numbers, kinds};
+  }
+  // The compact kind (DictValueKind) a value of register kind k is held as:
+  // -1 for NumPy's scalars (held as Values).
+  static int compact_kind(int k) {
+    return k == Reg::PyBool ? 1 : k == Reg::PyInt ? 2 : k == Reg::PyFloat ? 3 : -1;
+  }
+  // The item at a found position: whether its value is of compact kind `ck`, and its bits.
+  std::pair<llvm::Value*, llvm::Value*> dict_probed_value(const InPlaceProbe& p, int ck) {
+    llvm::Value* kb = b.CreateLoad(i8, b.CreateInBoundsGEP(i8, p.kinds, p.pos));
+    llvm::Value* same = b.CreateICmpEQ(b.CreateAnd(b.CreateLShr(kb, 2), b.getInt8(3)),
+                                       b.getInt8(static_cast<uint8_t>(ck)));
+    llvm::Value* bits = b.CreateLoad(
+        i64, b.CreateBitCast(b.CreateInBoundsGEP(i8, p.numbers,
+                                                 b.CreateAdd(b.CreateMul(p.pos, b.getInt64(16)),
+                                                             b.getInt64(8))),
+                             i64->getPointerTo()));
+    return {same, bits};
   }
   // native_dict_find on register r's dict: its status, the value's payload
   // in `out` when `kind` >= 0.
@@ -1958,10 +2093,28 @@ struct Gen {
     CV d = read(r);
     std::vector<const FNode*> keys;
     for (size_t i = 1; i < n.kids.size(); ++i) keys.push_back(&n.kids[i]);
-    llvm::Value* key = dict_key(keys.data(), keys.size());
+    CV first;
+    llvm::Value* key = dict_key(keys.data(), keys.size(), &first);
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     llvm::Value* out = e.CreateAlloca(i64);
-    bail_if(b.CreateICmpNE(dict_find(d.v, key, keys.size(), k, out), b.getInt32(kNativeDictHit)));
+    if (keys.size() == 1 && is_int(static_cast<Reg::Kind>(first.k)) && compact_kind(k) > 0) {
+      // Found in place with a value of the kind compiled for: no call.
+      InPlaceProbe p = dict_probe(r, d.v, first.v);
+      llvm::BasicBlock* read = llvm::BasicBlock::Create(ctx, "ditem_read", fn);
+      llvm::BasicBlock* ask = llvm::BasicBlock::Create(ctx, "ditem_ask", fn);
+      llvm::BasicBlock* got = llvm::BasicBlock::Create(ctx, "ditem_got", fn);
+      b.CreateCondBr(b.CreateAnd(p.decided, b.CreateICmpSGE(p.pos, b.getInt64(0))), read, ask);
+      b.SetInsertPoint(read);
+      auto [same, bits] = dict_probed_value(p, compact_kind(k));
+      b.CreateStore(bits, out);
+      b.CreateCondBr(same, got, ask);
+      b.SetInsertPoint(ask);
+      bail_if(b.CreateICmpNE(dict_find(d.v, key, 1, k, out), b.getInt32(kNativeDictHit)));
+      b.CreateBr(got);
+      b.SetInsertPoint(got);
+    } else {
+      bail_if(b.CreateICmpNE(dict_find(d.v, key, keys.size(), k, out), b.getInt32(kNativeDictHit)));
+    }
     count(n.counter);
     return dict_value(k, b.CreateLoad(i64, out));
   }
@@ -1975,16 +2128,67 @@ struct Gen {
     const int k = get ? dict_kind(x.reg) : -1;
     CV d = read(x.reg);
     const FNode* key_node = &n.kids[1];
-    llvm::Value* key = dict_key(&key_node, 1);
+    CV first;
+    llvm::Value* key = dict_key(&key_node, 1, &first);
+    const bool int_key = is_int(static_cast<Reg::Kind>(first.k));
     if (!get) {
-      llvm::Value* rc = dict_find(d.v, key, 1, -1, nullptr);
+      if (!int_key) {
+        llvm::Value* rc = dict_find(d.v, key, 1, -1, nullptr);
+        count(n.slot);
+        return CV{Reg::PyBool, b.CreateICmpEQ(rc, b.getInt32(kNativeDictHit))};
+      }
+      // The index decides (no call) unless the dict is of another form.
+      InPlaceProbe p = dict_probe(x.reg, d.v, first.v);
+      llvm::BasicBlock* decided = b.GetInsertBlock();
+      llvm::BasicBlock* ask = llvm::BasicBlock::Create(ctx, "din_ask", fn);
+      llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "din_join", fn);
+      llvm::Value* there = b.CreateICmpSGE(p.pos, b.getInt64(0));
+      b.CreateCondBr(p.decided, join, ask);
+      b.SetInsertPoint(ask);
+      llvm::Value* asked = b.CreateICmpEQ(dict_find(d.v, key, 1, -1, nullptr),
+                                          b.getInt32(kNativeDictHit));
+      llvm::BasicBlock* asked_at = b.GetInsertBlock();
+      b.CreateBr(join);
+      b.SetInsertPoint(join);
+      llvm::PHINode* in = b.CreatePHI(i1, 2);
+      in->addIncoming(there, decided);
+      in->addIncoming(asked, asked_at);
       count(n.slot);
-      return CV{Reg::PyBool, b.CreateICmpEQ(rc, b.getInt32(kNativeDictHit))};
+      return CV{Reg::PyBool, in};
     }
     CV dflt = eval(n.kids[2]);
     if (dflt.k != k || dflt.s) throw Refuse{"d.get(k, v) with v of another kind than d's values"};
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     llvm::Value* out = e.CreateAlloca(i64);
+    if (int_key && compact_kind(k) > 0) {
+      // Found in place with a value of the kind compiled for, or missing: no call.
+      InPlaceProbe p = dict_probe(x.reg, d.v, first.v);
+      llvm::BasicBlock* read = llvm::BasicBlock::Create(ctx, "dget_read", fn);
+      llvm::BasicBlock* miss = llvm::BasicBlock::Create(ctx, "dget_miss", fn);
+      llvm::BasicBlock* ask = llvm::BasicBlock::Create(ctx, "dget_ask", fn);
+      llvm::BasicBlock* got = llvm::BasicBlock::Create(ctx, "dget_got", fn);
+      llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx, "dget_check", fn);
+      b.CreateCondBr(p.decided, check, ask);
+      b.SetInsertPoint(check);
+      b.CreateCondBr(b.CreateICmpSGE(p.pos, b.getInt64(0)), read, miss);
+      b.SetInsertPoint(read);
+      auto [same, bits] = dict_probed_value(p, compact_kind(k));
+      b.CreateStore(bits, out);
+      b.CreateCondBr(same, got, ask);
+      b.SetInsertPoint(miss);
+      b.CreateStore(to_payload(dflt), out);
+      b.CreateBr(got);
+      b.SetInsertPoint(ask);
+      llvm::Value* rc = dict_find(d.v, key, 1, k, out);
+      llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx, "dget_fill", fn);
+      b.CreateCondBr(b.CreateICmpEQ(rc, b.getInt32(kNativeDictHit)), got, fill);
+      b.SetInsertPoint(fill);
+      b.CreateStore(to_payload(dflt), out);
+      b.CreateBr(got);
+      b.SetInsertPoint(got);
+      count(n.slot);
+      return dict_value(k, b.CreateLoad(i64, out));
+    }
     llvm::Value* rc = dict_find(d.v, key, 1, k, out);
     CV found = dict_value(k, b.CreateLoad(i64, out));
     count(n.slot);
@@ -2002,14 +2206,47 @@ struct Gen {
     put_reg(item, 0, v);
     std::vector<const FNode*> keys;
     for (size_t i = 2; i < n.kids.size(); ++i) keys.push_back(&n.kids[i]);
-    llvm::Value* key = dict_key(keys.data(), keys.size());
-    auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i8p, i64, i8p}, false);
+    CV first;
+    llvm::Value* key = dict_key(keys.data(), keys.size(), &first);
+    llvm::BasicBlock* same_there = nullptr;
+    const int ck = v.s ? -1 : compact_kind(v.k);
+    const bool probed = keys.size() == 1 && is_int(static_cast<Reg::Kind>(first.k)) && ck > 0;
+    if (probed) {
+      // s.add(k) of a k there (d[k] = v of that very number): nothing
+      // changes, nothing is logged, no call (native_dict_set's no-op).
+      InPlaceProbe p = dict_probe(r, d.v, first.v);
+      llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx, "dset_check", fn);
+      llvm::BasicBlock* write = llvm::BasicBlock::Create(ctx, "dset_write", fn);
+      same_there = llvm::BasicBlock::Create(ctx, "dset_done", fn);
+      b.CreateCondBr(b.CreateAnd(p.decided, b.CreateICmpSGE(p.pos, b.getInt64(0))), check, write);
+      b.SetInsertPoint(check);
+      auto [same, bits] = dict_probed_value(p, ck);
+      b.CreateCondBr(b.CreateAnd(same, b.CreateICmpEQ(bits, to_payload(v))), same_there, write);
+      b.SetInsertPoint(write);
+    }
+    auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i8p, i64, i8p, i8p}, false);
+    llvm::Value* view = probed ? b.CreateBitCast(dict_view_of(r).buf, i8p)
+                               : llvm::ConstantPointerNull::get(llvm::cast<llvm::PointerType>(i8p));
     llvm::Value* rc = b.CreateCall(
         ft, fptr(reinterpret_cast<void*>(&native_dict_set), ft),
         {cptr, b.CreateBitCast(held, i8p), b.getInt64(static_cast<int64_t>(regs.size())),
          b.getInt64(r), d.v, key, b.getInt64(static_cast<int64_t>(keys.size())),
-         b.CreateBitCast(item, i8p)});
+         b.CreateBitCast(item, i8p), view});
     bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+    if (probed) {
+      // The view after the write, given by the call itself (taken at the
+      // count of calls that includes it).
+      const DictView dv = dict_view_of(r);
+      b.CreateStore(b.CreateICmpNE(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, dv.buf, 4)),
+                                   b.getInt64(0)),
+                    dv.ok);
+      b.CreateStore(d.v, dv.obj);
+      b.CreateStore(b.CreateLoad(i64, dict_epoch_of()), dv.epoch);
+    }
+    if (same_there) {
+      b.CreateBr(same_there);
+      b.SetInsertPoint(same_there);
+    }
     count(n.counter);
     return d;
   }

@@ -50,6 +50,27 @@ bool ndict_same_number(const Value& a, const Value& b) {
   return false;
 }
 
+// A Python bool, int or float register as a compact dict value's bits and
+// kind (Dict::set_int_number); false for NumPy's scalars (stored as Values).
+bool ndict_number_bits(const Reg& r, uint64_t& bits, DictValueKind& kind) {
+  switch (r.k) {
+    case Reg::PyBool: bits = r.b ? 1 : 0; kind = DictValueKind::boolean; return true;
+    case Reg::PyInt: bits = static_cast<uint64_t>(r.i); kind = DictValueKind::integer; return true;
+    case Reg::PyFloat: std::memcpy(&bits, &r.f, sizeof bits); kind = DictValueKind::floating; return true;
+    default: return false;
+  }
+}
+
+// The register kind a compact dict's value reads as (scalar_of's), -1 for None.
+int64_t ndict_reg_kind(DictValueKind kind) {
+  switch (kind) {
+    case DictValueKind::boolean: return Reg::PyBool;
+    case DictValueKind::integer: return Reg::PyInt;
+    case DictValueKind::floating: return Reg::PyFloat;
+    default: return -1;
+  }
+}
+
 // The dict at object index `obj`, or null.
 const Value* ndict_at(const NativeCtx* c, int64_t obj) {
   if (c->state == nullptr) return nullptr;  // a prange chunk: no interpreter state
@@ -72,6 +93,17 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
     const Dict& dict = d->as_dict();
     std::ptrdiff_t at;
     if (nkeys == 1 && keys[0].int_payload()) {
+      // A compact dict answers with the value's bits: no Value made at all.
+      uint64_t bits;
+      DictValueKind vk;
+      at = dict.find_int_number(keys[0].i, bits, vk);
+      if (at != -2) {
+        if (at < 0) return kNativeDictMiss;
+        if (kind < 0) return kNativeDictHit;
+        if (ndict_reg_kind(vk) != kind) return kNativeDictBail;
+        *out = static_cast<int64_t>(bits);
+        return kNativeDictHit;
+      }
       at = dict.position_int(keys[0].i);  // no Value made, the index alone decides
     } else {
       Value key;
@@ -90,8 +122,10 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
   }
 }
 
-extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
-                                   int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value) {
+namespace {
+
+int32_t ndict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r, int64_t obj,
+                  const Reg* keys, int64_t nkeys, const Reg* value) {
   if (ndict_at(c, obj) == nullptr || !value->scalar()) return 1;
   // Another register holding the same dict would see the change (Python's
   // aliasing): the interpreter's, which leaves it to the general path.
@@ -102,6 +136,26 @@ extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nh
     if (nkeys == 1 && keys[0].int_payload()) {
       // An int key: found and written by its own paths (Dict::find_int, set_int).
       const int64_t k = keys[0].i;
+      uint64_t bits;
+      DictValueKind vk;
+      if (ndict_number_bits(*value, bits, vk)) {
+        // A compact dict: the register's bits compared and written as they
+        // are (Dict::find_int_number, set_int_number), no Value made.
+        uint64_t old_bits;
+        DictValueKind old_kind;
+        const std::ptrdiff_t at =
+            st.objects[static_cast<size_t>(obj)].as_dict().find_int_number(k, old_bits, old_kind);
+        if (at >= 0 && old_kind == vk && old_bits == bits) {
+          ++st.inline_ops;
+          return 0;
+        }
+        if (at != -2) {
+          FastLoop::Impl::own_dict(static_cast<int32_t>(obj), Value(k), st)
+              .set_int_number(k, bits, vk);
+          ++st.inline_ops;
+          return 0;
+        }
+      }
       Value item = FastLoop::Impl::to_value(*value, st);
       const Dict& now = st.objects[static_cast<size_t>(obj)].as_dict();
       if (const std::ptrdiff_t at = now.position_int(k);
@@ -131,6 +185,28 @@ extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nh
   } catch (...) {
     return 1;  // a dict at its size limit: the general path reports it
   }
+}
+
+}  // namespace
+
+extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                   int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value,
+                                   uint64_t* view) {
+  const int32_t rc = ndict_set(c, held, nheld, r, obj, keys, nkeys, value);
+  if (rc == 0 && view != nullptr) view[4] = static_cast<uint64_t>(native_dict_view(c, obj, view));
+  return rc;
+}
+
+extern "C" int32_t native_dict_view(NativeCtx* c, int64_t obj, uint64_t* out) {
+  const Value* d = ndict_at(c, obj);
+  if (d == nullptr) return 0;
+  const Dict::IntProbe view = d->as_dict().int_probe();
+  if (!view.valid) return 0;
+  out[0] = reinterpret_cast<uint64_t>(view.slots);
+  out[1] = view.mask;
+  out[2] = reinterpret_cast<uint64_t>(view.numbers);
+  out[3] = reinterpret_cast<uint64_t>(view.kinds);
+  return 1;
 }
 
 extern "C" int64_t native_container_len(NativeCtx* c, int64_t obj) {

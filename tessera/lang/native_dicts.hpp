@@ -33,9 +33,22 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
 // (`held`: each of the `nheld` registers' object, -1 none), logged for the
 // interpreter's roll-back as its own write is (own_dict). 0 when done; 1
 // when left to the interpreter: no dict there, another register holds it
-// (it would see the change), a key or value it does not take.
+// (it would see the change), a key or value it does not take. `view` (five
+// words, or null): after a write, the dict's view as native_dict_view gives
+// it, view[4] its result (the code's next probe needs no call).
 extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
-                                   int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value);
+                                   int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value,
+                                   uint64_t* view);
+
+// The index and items of the compact dict at `obj`, for the generated code's
+// own probe of int keys within +-2**53 (Dict::int_probe; the slots' layout
+// and probe order in core/value.cpp): out[0] the slots' address, out[1]
+// their number - 1, out[2] the items' address (two words an item: key,
+// value), out[3] their kinds' (a byte an item, the value's kind in bits
+// 2-3: DictValueKind). 1 when given (good until a helper call changes the
+// dict), 0 when not (no dict there, not compact, not indexed: the helpers'
+// then).
+extern "C" int32_t native_dict_view(NativeCtx* c, int64_t obj, uint64_t* out);
 
 // len() of the list, tuple or dict at `obj`; -1 for another object.
 extern "C" int64_t native_container_len(NativeCtx* c, int64_t obj);

@@ -103,9 +103,7 @@ def late_error(d, n):
 
 def set_ops_after_the_loop(n):
     # Sets made in native code, then read by the general path: | & - ^,
-    # comparisons, membership, sorted, len. (An intersection of sets holding
-    # equal numbers of other kinds, {0} & {0.0}, keeps the left operand's
-    # kind, where CPython keeps the smaller set's: not exercised here.)
+    # comparisons, membership, sorted, len.
     evens = set()
     threes = set()
     halves = set()
@@ -121,6 +119,73 @@ def set_ops_after_the_loop(n):
     odd_one = evens ^ threes
     return (sorted(both), len(either), sorted(only)[:5], len(odd_one), 6 in both,
             7.0 in either, 4.5 in either, both.issubset(evens), sorted(halves)[:3])
+
+
+def intersections_keep_python_s_kinds(n):
+    # CPython's set_intersection walks the smaller set (the right one when both
+    # are as big) and keeps its elements, whose kinds may differ from the
+    # other's equal ones; intersection() of an iterable keeps the iterable's.
+    ints = set()
+    floats = set()
+    more = set()
+    for i in range(n):
+        if i % 6 == 0:
+            ints.add(i)
+            floats.add(float(i))
+        if i % 3 == 0:
+            more.add(float(i))
+    kept = set(ints)
+    kept.intersection_update(floats)
+    left = {0}
+    left &= {0.0, 1.0}
+    listed = ints.intersection([0.0, 6.0, 6, True])
+    return (ints & floats, floats & ints, ints & more, more & ints, {0, 6} & {0.0, 6.0},
+            {0, 6, 7} & {0.0, 6.0}, ints.intersection(more), kept, left, listed)
+
+
+def probed_in_place(n):
+    # Native code probes an indexed compact dict's int keys itself (`k in s`,
+    # d.get, d[k], an add of a key there): hits and misses, negative keys,
+    # keys past 2**53 (the helpers'), keys held as a float or a bool found by
+    # an int, writes between reads that grow and move the index, adds of keys
+    # there (k repeats every 101 turns), and a set made anew.
+    s = set()
+    d = {}
+    seen = 0
+    for i in range(n):
+        k = (i * 37) % 101 - 50
+        if k in s:
+            seen += 1
+        s.add(k)
+        if i % 9 == 0:
+            s.add(float(k + 1000))
+        if i == 3:
+            s.add(True)
+        if k + 1000 in s:
+            seen += 100
+        if 1 in s:
+            seen += 3
+        big = 2**53 + i % 3
+        if big in s:
+            seen += 10000
+        s.add(big)
+        d[k] = d.get(k, 0) + i
+        if i % 13 == 0:
+            seen += d[k] + d.get(k + 7, -1)
+        if i == n - 10:
+            s = set()
+    return seen, d, s
+
+
+def probed_value_of_another_kind(d, n):
+    # A value read in place of another kind than compiled for (a float among
+    # ints): the helper's bail, the interpreter redoes the turns.
+    t = 0
+    for i in range(n):
+        t += d.get(i % 30, 0)
+        if i % 5 == 0:
+            t += d[i % 20]
+    return t
 
 
 def sieve_returned(limit):
@@ -143,11 +208,15 @@ CASES = [(mixed_kinds, (60,)),
          (passed_in_and_returned, ({1: 2, 2: 3.5, 4: True, 50: None, 7.0: 1}, 40)),
          (late_error, ({**{k: k for k in range(20)}, -1: 0.5}, 3000)),
          (set_ops_after_the_loop, (300,)),
+         (intersections_keep_python_s_kinds, (40,)),
+         (probed_in_place, (400,)),
+         (probed_value_of_another_kind, ({**{k: k * 3 for k in range(25)}, 17: 0.5}, 300)),
          (sieve_returned, (2000,))]
 
 # The loops native code runs (the others, with a None or a string or a list in a
 # dict, run on the loop interpreter, which reads and writes compact dicts too).
 COMPILED = (mixed_key_kinds, passed_in_and_returned, late_error, set_ops_after_the_loop,
+            intersections_keep_python_s_kinds, probed_in_place, probed_value_of_another_kind,
             sieve_returned)
 
 

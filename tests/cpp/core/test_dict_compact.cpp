@@ -255,3 +255,114 @@ TEST(DictCompact, TruncateAndEraseColliding) {
   EXPECT_TRUE(d.items.compact());
   dcompact_agree(d, oracle, probes);
 }
+
+namespace {
+
+// A value's bits and kind as Dict::set_int_number takes them.
+void dcompact_bits(const Value& v, uint64_t& bits, DictValueKind& kind) {
+  bits = 0;
+  kind = DictValueKind::nil;
+  if (v.is_bool()) {
+    bits = v.as_bool() ? 1 : 0;
+    kind = DictValueKind::boolean;
+  } else if (v.is_int()) {
+    bits = uint64_t(v.as_int());
+    kind = DictValueKind::integer;
+  } else if (v.is_float()) {
+    const double d = v.as_float();
+    std::memcpy(&bits, &d, sizeof bits);
+    kind = DictValueKind::floating;
+  }
+}
+
+// An int key's position found the way generated code may probe the index
+// itself (Dict::IntProbe; the layout and order of value.cpp): a slot is the
+// key's hash and position + 1 with bit 63 marking an exact integral key.
+std::ptrdiff_t dcompact_probe(const Dict::IntProbe& p, int64_t key) {
+  const auto hash = uint64_t(key);
+  uint64_t slot = hash & p.mask, perturb = hash;
+  for (;;) {
+    const uint64_t w = p.slots[2 * slot + 1];
+    if (w == 0) return -1;
+    if (p.slots[2 * slot] == hash && (w >> 63) != 0) return std::ptrdiff_t(w & 0xffffffffULL) - 1;
+    perturb >>= 5;
+    slot = (slot * 5 + perturb + 1) & p.mask;
+  }
+}
+
+}  // namespace
+
+// Native loops' paths with a number's bits (find_int_number, set_int_number)
+// against set_int with Values on the general form, at every size, with keys
+// of other kinds equal to ints already there; and the index as generated
+// code would probe it (int_probe) finding the same items.
+TEST(DictCompact, NumberBitsPathsAgreeWithValues) {
+  const std::vector<Value> keys = dcompact_keys();
+  const std::vector<Value> probes = dcompact_probes(keys);
+  Dict compact, general = dcompact_general();
+  const int64_t exact = int64_t{1} << 53;
+  for (size_t n = 0; n < keys.size(); ++n) {
+    const Value value = n % 4 == 0   ? Value()
+                        : n % 4 == 1 ? Value(n % 3 == 0)
+                        : n % 4 == 2 ? Value(int64_t(n) - 100)
+                                     : Value(double(n) / 8);
+    if (keys[n].is_int()) {
+      uint64_t bits;
+      DictValueKind kind;
+      dcompact_bits(value, bits, kind);
+      compact.set_int_number(keys[n].as_int(), bits, kind);
+      general.set_int(keys[n].as_int(), value);
+      // Again with another value: the key found, its value replaced.
+      if (n % 5 == 0) {
+        compact.set_int_number(keys[n].as_int(), uint64_t(n), DictValueKind::integer);
+        general.set_int(keys[n].as_int(), Value(int64_t(n)));
+      }
+    } else {
+      compact.set(keys[n], value);
+      general.set(keys[n], value);
+    }
+    const Dict::IntProbe view = compact.int_probe();
+    EXPECT_EQ(view.valid, compact.size() >= Dict::kDictIndexFrom) << n;
+    if (n == 3 || n == 9 || n == 40 || n + 1 == keys.size()) {
+      ASSERT_TRUE(compact.items.compact());
+      dcompact_agree(compact, general, probes);
+      for (const Value& k : probes) {
+        if (!k.is_int()) continue;
+        uint64_t bits = 0;
+        DictValueKind kind = DictValueKind::nil;
+        const std::ptrdiff_t at = compact.find_int_number(k.as_int(), bits, kind);
+        ASSERT_EQ(at, general.position(k)) << k.describe();
+        uint64_t gen_bits = 0;
+        DictValueKind gen_kind = DictValueKind::nil;
+        EXPECT_EQ(general.find_int_number(k.as_int(), gen_bits, gen_kind), -2);
+        if (at < 0) continue;
+        dcompact_bits(general.value_at(size_t(at)), gen_bits, gen_kind);
+        EXPECT_EQ(bits, gen_bits) << k.describe();
+        EXPECT_EQ(kind, gen_kind) << k.describe();
+        if (view.valid && k.as_int() >= -exact && k.as_int() <= exact) {
+          ASSERT_EQ(dcompact_probe(view, k.as_int()), at) << k.describe();
+          EXPECT_EQ(view.numbers[at].value, bits);
+          EXPECT_EQ(DictValueKind((view.kinds[at] >> 2) & 3), kind);
+        }
+      }
+      if (view.valid) {
+        EXPECT_EQ(view.size, compact.size());
+        EXPECT_EQ(dcompact_probe(view, 12345678), -1);
+      }
+    }
+  }
+  // A value that is no number turns the items general: the number paths then
+  // answer -2 (find) and write Values (set), and the probe is not offered.
+  compact.set(Value(int64_t{5}), Value("text"));
+  general.set(Value(int64_t{5}), Value("text"));
+  EXPECT_FALSE(compact.items.compact());
+  EXPECT_FALSE(compact.int_probe().valid);
+  uint64_t bits;
+  DictValueKind kind;
+  EXPECT_EQ(compact.find_int_number(7, bits, kind), -2);
+  compact.set_int_number(7, 1, DictValueKind::boolean);
+  general.set_int(7, Value(true));
+  compact.set_int_number(int64_t{1} << 60, 3, DictValueKind::integer);
+  general.set_int(int64_t{1} << 60, Value(int64_t{3}));
+  dcompact_agree(compact, general, probes);
+}
