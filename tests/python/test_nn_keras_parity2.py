@@ -45,11 +45,19 @@ def _same(a, b):
     return all(np.array_equal(a[k], b[k]) for k in a), {k: np.array_equal(a[k], b[k]) for k in a}
 
 
+@pytest.fixture(scope="module")
+def seeded_runs(keras):
+    """Each library's three seeded runs (seeds 1, 1, 2), made once for the module: every
+    part below reads the same runs (each run draws all the parts)."""
+    return {lib.__name__: (_seeded_run(lib, 1), _seeded_run(lib, 1), _seeded_run(lib, 2))
+            for lib in (keras, tn)}
+
+
 @pytest.mark.parametrize("part", ["weights", "losses", "initializer", "seed_generator",
                                   "dropout", "user_weight"])
-def test_set_random_seed_repeats_and_varies_as_keras(keras, part):
+def test_set_random_seed_repeats_and_varies_as_keras(keras, seeded_runs, part):
     for lib in (keras, tn):
-        a, b, c = _seeded_run(lib, 1), _seeded_run(lib, 1), _seeded_run(lib, 2)
+        a, b, c = seeded_runs[lib.__name__]
         assert np.array_equal(a[part], b[part]), (lib.__name__, part, "same seed")
         assert not np.array_equal(a[part], c[part]), (lib.__name__, part, "other seed")
 

@@ -11,6 +11,9 @@ import tessera
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
+# The JAX oracles below are called through jax.jit: one XLA compilation per oracle instead of
+# one per primitive that eager JAX compiles (most of this file's time went to those).
+
 
 @pytest.fixture(autouse=True)
 def _jax_float64():
@@ -53,7 +56,7 @@ def smooth_hvp(x, v):
 def test_hvp_of_tanh_products_matches_jax_and_finite_differences(rng):
     x, v = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
     hv = tessera.grad(smooth_hvp)(x, v)
-    want = jax.grad(lambda x: jnp.sum(jax.grad(smooth_jax)(x) * v))(x)
+    want = jax.jit(jax.grad(lambda x: jnp.sum(jax.grad(smooth_jax)(x) * v)))(x)
     np.testing.assert_allclose(hv, want, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(hv, fd_of_grad(tessera.grad(smooth), x, v), rtol=1e-5, atol=1e-7)
 
@@ -72,7 +75,7 @@ def test_hvp_through_sigmoid_grad_rule(rng):
     x, v = rng.normal(size=5), rng.normal(size=5)
     hv = tessera.grad(logistic_hvp)(x, v)
     f = lambda x: jnp.sum(jax.nn.sigmoid(x) * x * x)  # noqa: E731
-    want = jax.grad(lambda x: jnp.sum(jax.grad(f)(x) * v))(x)
+    want = jax.jit(jax.grad(lambda x: jnp.sum(jax.grad(f)(x) * v)))(x)
     np.testing.assert_allclose(hv, want, rtol=1e-10, atol=1e-12)
 
 
@@ -132,7 +135,7 @@ def test_gradient_penalty_of_matmul_chain_matches_jax(rng):
         return jnp.mean((jnp.sqrt(jnp.sum(gx * gx, axis=1)) - 1.0) ** 2)
 
     value, (g1, g2) = tessera.value_and_grad(input_penalty, argnums=(0, 1))(w1, w2, x)
-    want_v, (want1, want2) = jax.value_and_grad(pen_j, argnums=(0, 1))(w1, w2, x)
+    want_v, (want1, want2) = jax.jit(jax.value_and_grad(pen_j, argnums=(0, 1)))(w1, w2, x)
     np.testing.assert_allclose(value, want_v, rtol=1e-12)
     np.testing.assert_allclose(g1, want1, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(g2, want2, rtol=1e-9, atol=1e-12)
@@ -162,10 +165,10 @@ def test_hvp_through_broadcast_leaky_relu_and_relu(rng):
         return jnp.sum(jnp.where(z > 0, z, 0.2 * z) ** 2 + jax.nn.relu(x @ w) * 0.5)
 
     hv = tessera.grad(bias_hvp)(w, b, x, v)
-    want = jax.grad(lambda w: jnp.sum(jax.grad(f)(w, b, x) * v))(w)
+    want = jax.jit(jax.grad(lambda w: jnp.sum(jax.grad(f)(w, b, x) * v)))(w)
     np.testing.assert_allclose(hv, want, rtol=1e-10, atol=1e-12)
     gb = tessera.grad(bias_hvp, argnums=1)(w, b, x, v)
-    want_b = jax.grad(lambda b: jnp.sum(jax.grad(f)(w, b, x) * v))(b)
+    want_b = jax.jit(jax.grad(lambda b: jnp.sum(jax.grad(f)(w, b, x) * v)))(b)
     np.testing.assert_allclose(gb, want_b, rtol=1e-10, atol=1e-12)
 
 
@@ -203,7 +206,7 @@ def test_conv2d_gradient_penalty_matches_jax(rng, stride, padding):
         return jnp.mean((jnp.sqrt(jnp.sum(gx * gx, axis=(1, 2, 3))) - 1.0) ** 2)
 
     value, (g1, g2) = tessera.value_and_grad(penalty, argnums=(0, 1))(w1, w2, x)
-    want_v, (want1, want2) = jax.value_and_grad(penalty_j, argnums=(0, 1))(w1, w2, x)
+    want_v, (want1, want2) = jax.jit(jax.value_and_grad(penalty_j, argnums=(0, 1)))(w1, w2, x)
     np.testing.assert_allclose(value, want_v, rtol=1e-10)
     np.testing.assert_allclose(g1, want1, rtol=1e-8, atol=1e-11)
     np.testing.assert_allclose(g2, want2, rtol=1e-8, atol=1e-11)
@@ -245,7 +248,7 @@ def test_language_define_of_grad_inside_differentiated_function():
     prog = tessera.Program(text, "<second order>")
     x = np.linspace(-1.0, 1.5, 6)
     f = lambda x: jnp.sum(jnp.tanh(x) * x)  # noqa: E731
-    want = jax.grad(lambda x: jnp.sum(jax.grad(f)(x) ** 2))(x)
+    want = jax.jit(jax.grad(lambda x: jnp.sum(jax.grad(f)(x) ** 2)))(x)
     np.testing.assert_allclose(prog.run([x]), want, rtol=1e-10)
 
 
@@ -271,7 +274,7 @@ def test_hvp_through_softmax_log_softmax_and_avg_pool(rng):
         p = t.reshape(2, 2, 2, 2, 2, 3).mean(axis=(2, 4))
         return jnp.sum(jax.nn.softmax(p, axis=-1) * c) + jnp.sum(jax.nn.log_softmax(p * c) * p)
 
-    want = jax.grad(lambda x: jnp.sum(jax.grad(fj)(x) * v))(x)
+    want = jax.jit(jax.grad(lambda x: jnp.sum(jax.grad(fj)(x) * v)))(x)
     np.testing.assert_allclose(tessera.grad(hv)(x, v), want, rtol=1e-9, atol=1e-12)
 
 
@@ -308,7 +311,7 @@ def test_gradient_made_outside_called_inside_and_differentiated(rng):
     np.testing.assert_allclose(both(x, y), both_j(x, y), rtol=1e-12)
     for f, fj in ((both, both_j), (with_value, with_value_j)):
         got = tessera.grad(f, argnums=(0, 1))(x, y)
-        want = jax.grad(fj, argnums=(0, 1))(x, y)
+        want = jax.jit(jax.grad(fj, argnums=(0, 1)))(x, y)
         for a, b in zip(got, want):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
@@ -343,7 +346,8 @@ def test_local_function_and_lambda_closing_over_a_differentiated_argument(rng):
 
     x, w = rng.normal(size=4), rng.normal(size=4)
     np.testing.assert_allclose(f(x, w), fj(x, w), rtol=1e-12)
-    for a, b in zip(tessera.grad(f, argnums=(0, 1))(x, w), jax.grad(fj, argnums=(0, 1))(x, w)):
+    want = jax.jit(jax.grad(fj, argnums=(0, 1)))(x, w)
+    for a, b in zip(tessera.grad(f, argnums=(0, 1))(x, w), want):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
@@ -360,7 +364,7 @@ def test_hvp_through_gelu_grad(rng, approximate):
         return np.sum(tessera.grad(f)(x) * v)
 
     fj = lambda x: jnp.sum(jax.nn.gelu(x, approximate=approximate) * jnp.cos(x))  # noqa: E731
-    want = jax.grad(lambda x: jnp.sum(jax.grad(fj)(x) * v))(x)
+    want = jax.jit(jax.grad(lambda x: jnp.sum(jax.grad(fj)(x) * v)))(x)
     np.testing.assert_allclose(tessera.grad(hv)(x, v), want, rtol=1e-9, atol=1e-12)
 
 
@@ -389,8 +393,8 @@ def hvp_of(f, n, argnum=0):
 
 
 def jax_hvp(fj, xs, v, argnum=0):
-    return jax.grad(lambda *a: jnp.sum(jax.grad(fj, argnums=argnum)(*a) * v),
-                    argnums=argnum)(*xs)
+    return jax.jit(jax.grad(lambda *a: jnp.sum(jax.grad(fj, argnums=argnum)(*a) * v),
+                            argnums=argnum))(*xs)
 
 
 def check_hvp(f, fj, xs, argnum=0, rtol=1e-9, atol=1e-11, rng=None):
@@ -502,7 +506,7 @@ def test_gradient_penalty_with_norm_of_input_gradient_matches_jax(rng):
         gx = jax.grad(lambda w, x: jnp.sum(jnp.tanh(x @ w)), argnums=1)(w, x)
         return jnp.mean((jnp.linalg.norm(gx, axis=1) - 1.0) ** 2)
 
-    np.testing.assert_allclose(tessera.grad(penalty)(w, x), jax.grad(penalty_j)(w, x),
+    np.testing.assert_allclose(tessera.grad(penalty)(w, x), jax.jit(jax.grad(penalty_j))(w, x),
                                rtol=1e-9, atol=1e-12)
 
 
