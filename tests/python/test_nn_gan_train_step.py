@@ -100,28 +100,25 @@ def _keras_steps(keras, dw, gw, batches, lr, kind="adam", d_steps=1):
     dov = [v.value for v in d_opt.variables]
     gov = [v.value for v in g_opt.variables]
     losses = []
-
-    def d_loss_fn(dv_, gv_, real, z1):
-        n = len(real)
-        fake, _ = g.stateless_call(gv_, [], z1)
-        pred, _ = d.stateless_call(dv_, [], jnp.concatenate([fake, real], axis=0))
-        labels = jnp.concatenate([jnp.ones((n, 1)), jnp.zeros((n, 1))], axis=0)
-        return loss_fn(labels, pred)
-
-    def g_loss_fn(gv_, dv_, z2):
-        fake, _ = g.stateless_call(gv_, [], z2)
-        pred, _ = d.stateless_call(dv_, [], fake)
-        return loss_fn(jnp.zeros((len(z2), 1)), pred)
-
-    # each compiled once (as Keras's own fit compiles its step), not run eagerly: eager JAX
-    # compiles every primitive on its own
-    d_step = jax.jit(jax.value_and_grad(d_loss_fn))
-    g_step = jax.jit(jax.value_and_grad(g_loss_fn))
     for real, z1, z2 in batches:
+        n = len(real)
+
+        def d_loss_fn(dv_):
+            fake, _ = g.stateless_call(gv, [], z1)
+            pred, _ = d.stateless_call(dv_, [], jnp.concatenate([fake, real], axis=0))
+            labels = jnp.concatenate([jnp.ones((n, 1)), jnp.zeros((n, 1))], axis=0)
+            return loss_fn(labels, pred)
+
         for _ in range(d_steps):
-            d_loss, grads = d_step(dv, gv, real, z1)
+            d_loss, grads = jax.value_and_grad(d_loss_fn)(dv)
             dv, dov = d_opt.stateless_apply(dov, grads, dv)
-        g_loss, grads = g_step(gv, dv, z2)
+
+        def g_loss_fn(gv_):
+            fake, _ = g.stateless_call(gv_, [], z2)
+            pred, _ = d.stateless_call(dv, [], fake)
+            return loss_fn(jnp.zeros((n, 1)), pred)
+
+        g_loss, grads = jax.value_and_grad(g_loss_fn)(gv)
         gv, gov = g_opt.stateless_apply(gov, grads, gv)
         losses.append((float(d_loss), float(g_loss)))
     return losses, [np.asarray(v) for v in dv], [np.asarray(v) for v in gv]
