@@ -70,23 +70,26 @@ def _keras_steps(keras, weights, batches, lr):
     cnt = [v.value for v in c.non_trainable_variables]  # the moving statistics
     ov = [v.value for v in opt.variables]
     logs = []
+
+    def loss_fn(cv_, cnt_, real, fake, alpha):
+        fake_out, _ = c.stateless_call(cv_, cnt_, fake)
+        real_out, _ = c.stateless_call(cv_, cnt_, real)
+        interpolated = real + alpha * (fake - real)
+
+        def critic_sum(x):
+            out, _ = c.stateless_call(cv_, cnt_, x)
+            return jnp.sum(out)
+
+        g = jax.grad(critic_sum)(interpolated)
+        norm = jnp.sqrt(jnp.sum(jnp.square(g), axis=(1, 2, 3)))
+        gp = jnp.mean((norm - 1.0) ** 2)
+        return jnp.mean(fake_out) - jnp.mean(real_out) + gp * GP_WEIGHT, (gp, cnt_)
+
+    # compiled once (as Keras's own fit compiles its step), not run eagerly primitive by
+    # primitive: eager JAX compiles every primitive on its own, most of this test's time
+    loss_and_grads = jax.jit(jax.value_and_grad(loss_fn, has_aux=True))
     for real, fake, alpha in batches:
-
-        def loss_fn(cv_, cnt_):
-            fake_out, _ = c.stateless_call(cv_, cnt_, fake)
-            real_out, _ = c.stateless_call(cv_, cnt_, real)
-            interpolated = real + alpha * (fake - real)
-
-            def critic_sum(x):
-                out, _ = c.stateless_call(cv_, cnt_, x)
-                return jnp.sum(out)
-
-            g = jax.grad(critic_sum)(interpolated)
-            norm = jnp.sqrt(jnp.sum(jnp.square(g), axis=(1, 2, 3)))
-            gp = jnp.mean((norm - 1.0) ** 2)
-            return jnp.mean(fake_out) - jnp.mean(real_out) + gp * GP_WEIGHT, (gp, cnt_)
-
-        (loss, (gp, cnt)), grads = jax.value_and_grad(loss_fn, has_aux=True)(cv, cnt)
+        (loss, (gp, cnt)), grads = loss_and_grads(cv, cnt, real, fake, alpha)
         cv, ov = opt.stateless_apply(ov, grads, cv)
         logs.append((float(loss), float(gp)))
     return logs, [np.asarray(v) for v in cv]

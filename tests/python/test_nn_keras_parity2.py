@@ -45,11 +45,19 @@ def _same(a, b):
     return all(np.array_equal(a[k], b[k]) for k in a), {k: np.array_equal(a[k], b[k]) for k in a}
 
 
+@pytest.fixture(scope="module")
+def seeded_runs(keras):
+    """Each library's three seeded runs (seeds 1, 1, 2), made once for the module: every
+    part below reads the same runs (each run draws all the parts)."""
+    return {lib.__name__: (_seeded_run(lib, 1), _seeded_run(lib, 1), _seeded_run(lib, 2))
+            for lib in (keras, tn)}
+
+
 @pytest.mark.parametrize("part", ["weights", "losses", "initializer", "seed_generator",
                                   "dropout", "user_weight"])
-def test_set_random_seed_repeats_and_varies_as_keras(keras, part):
+def test_set_random_seed_repeats_and_varies_as_keras(keras, seeded_runs, part):
     for lib in (keras, tn):
-        a, b, c = _seeded_run(lib, 1), _seeded_run(lib, 1), _seeded_run(lib, 2)
+        a, b, c = seeded_runs[lib.__name__]
         assert np.array_equal(a[part], b[part]), (lib.__name__, part, "same seed")
         assert not np.array_equal(a[part], c[part]), (lib.__name__, part, "other seed")
 
@@ -328,25 +336,29 @@ def _keras_bn_steps(keras, dw, gw, batches, lr):
     gv, gn = [v.value for v in g.trainable_variables], [v.value for v in g.non_trainable_variables]
     dov, gov = [v.value for v in d_opt.variables], [v.value for v in g_opt.variables]
     losses = []
-    for real, z1, z2 in batches:
+
+    def d_loss_fn(dv_, dn_, fake, real):
         n = len(real)
-        fake, gn = g.stateless_call(gv, gn, z1, training=True)
         labels = jnp.concatenate([jnp.ones((n, 1)), jnp.zeros((n, 1))], axis=0)
+        pred, dn2 = d.stateless_call(dv_, dn_, jnp.concatenate([fake, real], axis=0),
+                                     training=True)
+        return bce(labels, pred), dn2
 
-        def d_loss_fn(dv_, dn_):
-            pred, dn2 = d.stateless_call(dv_, dn_, jnp.concatenate([fake, real], axis=0),
-                                         training=True)
-            return bce(labels, pred), dn2
+    def g_loss_fn(gv_, gn_, dn_, dv_, z2):
+        f2, gn2 = g.stateless_call(gv_, gn_, z2, training=True)
+        pred, dn2 = d.stateless_call(dv_, dn_, f2, training=True)
+        return bce(jnp.zeros((len(z2), 1)), pred), (gn2, dn2)
 
-        (d_loss, dn), grads = jax.value_and_grad(d_loss_fn, has_aux=True)(dv, dn)
+    # each compiled once (as Keras's own fit compiles its step), not run eagerly: eager JAX
+    # compiles every primitive on its own
+    generate = jax.jit(lambda gv_, gn_, z1: g.stateless_call(gv_, gn_, z1, training=True))
+    d_step = jax.jit(jax.value_and_grad(d_loss_fn, has_aux=True))
+    g_step = jax.jit(jax.value_and_grad(g_loss_fn, has_aux=True))
+    for real, z1, z2 in batches:
+        fake, gn = generate(gv, gn, z1)
+        (d_loss, dn), grads = d_step(dv, dn, fake, real)
         dv, dov = d_opt.stateless_apply(dov, grads, dv)
-
-        def g_loss_fn(gv_, gn_, dn_):
-            f2, gn2 = g.stateless_call(gv_, gn_, z2, training=True)
-            pred, dn2 = d.stateless_call(dv, dn_, f2, training=True)
-            return bce(jnp.zeros((n, 1)), pred), (gn2, dn2)
-
-        (g_loss, (gn, dn)), grads = jax.value_and_grad(g_loss_fn, has_aux=True)(gv, gn, dn)
+        (g_loss, (gn, dn)), grads = g_step(gv, gn, dn, dv, z2)
         gv, gov = g_opt.stateless_apply(gov, grads, gv)
         losses.append((float(d_loss), float(g_loss)))
     weights = [np.asarray(v) for v in dv + dn], [np.asarray(v) for v in gv + gn]

@@ -67,15 +67,14 @@ def _outer(lib, head, through_layer):
                                   "GlobalAveragePooling1D"])
 def test_outer_layers_read_the_nested_models_mask_as_keras(head, through_layer):
     t, k = _both(lambda lib: _outer(lib, head, through_layer))
-    for length in (5, 8):
-        x = _padded(6, length)
-        np.testing.assert_allclose(t.predict(x, verbose=0), np.asarray(k(x)), rtol=1e-4,
-                                   atol=1e-5)
-    # the padding changes nothing (so a lost mask would fail this)
-    x = _padded(4, 5)
-    longer = np.concatenate([x, np.zeros((4, 3), np.int32)], axis=1)
-    np.testing.assert_allclose(t.predict(longer, verbose=0), t.predict(x, verbose=0),
-                               rtol=1e-4, atol=1e-5)
+    xs = {length: _padded(6, length) for length in (5, 8)}
+    got = {length: t.predict(x, verbose=0) for length, x in xs.items()}
+    for length, x in xs.items():
+        np.testing.assert_allclose(got[length], np.asarray(k(x)), rtol=1e-4, atol=1e-5)
+    # the padding changes nothing (so a lost mask would fail this): the length-5 batch
+    # padded to the length-8 batch's shape (the same shapes: no other program compiled)
+    longer = np.concatenate([xs[5], np.zeros((6, 3), np.int32)], axis=1)
+    np.testing.assert_allclose(t.predict(longer, verbose=0), got[5], rtol=1e-4, atol=1e-5)
 
 
 def _tagger(lib):

@@ -181,9 +181,11 @@ def test_gradient_in_a_trained_layer_matches_jax(name, fn, x, batched):
     import jax.numpy as jnp
 
     target = RNG.normal(size=np.asarray(fn(kops, x)).shape).astype("float32")
-    want = np.asarray(jax.grad(lambda s: jnp.mean(jnp.square(fn(kops, jnp.asarray(x) * s) -
-                                                             target)))(
-        jnp.ones(x.shape[1:], "float32")))
+    def kloss(s):
+        return jnp.mean(jnp.square(fn(kops, jnp.asarray(x) * s) - target))
+
+    # jax.jit: one XLA compilation of the oracle, not one per primitive run eagerly
+    want = np.asarray(jax.jit(jax.grad(kloss))(jnp.ones(x.shape[1:], "float32")))
     inp = tnn.Input(x.shape[1:])
     model = tnn.Model(inp, Scaled(fn)(inp))
     model.compile(tessera.optim.SGD(1.0), lambda t, p: tops.mean(tops.square(p - t)))

@@ -79,8 +79,15 @@ def _layer_of(mod):
                          "put it in the lowest layer whose modules it imports")
 
 
-def test_imports_point_down_the_layers():
-    graph, _ = graph_tool.build_graph(NN)
+@pytest.fixture(scope="module")
+def nn_graph():
+    """(graph, modules) of tessera.nn, parsed once for the module: the checks below only
+    read it."""
+    return graph_tool.build_graph(NN)
+
+
+def test_imports_point_down_the_layers(nn_graph):
+    graph, _ = nn_graph
     upward = [(mod, target, sites[0][0]) for mod, edges in graph.items()
               for target, sites in edges.items() if _layer_of(target) > _layer_of(mod)]
     assert upward == [], [(f"{m} ({LAYERS[_layer_of(m)][0]}) line {line} imports {t} "
@@ -106,19 +113,19 @@ def _local_imports(root):
     return sorted(set(found))
 
 
-def test_no_import_circle_in_nn():
-    graph, modules = graph_tool.build_graph(NN)
+def test_no_import_circle_in_nn(nn_graph):
+    graph, modules = nn_graph
     assert len(modules) > 40  # the tool found the package
     assert graph_tool.cycles(graph, modules, NN) == []
 
 
-def test_no_module_imports_its_own_package():
-    graph, modules = graph_tool.build_graph(NN)
+def test_no_module_imports_its_own_package(nn_graph):
+    graph, modules = nn_graph
     assert graph_tool.imports_of_own_package(graph, modules) == []
 
 
-def test_function_local_imports_only_for_optional_dependencies():
-    graph, _ = graph_tool.build_graph(NN)
+def test_function_local_imports_only_for_optional_dependencies(nn_graph):
+    graph, _ = nn_graph
     assert graph_tool.local_imports(graph) == []  # of tessera.nn modules: none
     found = {(mod, name) for mod, name, _ in _local_imports(NN)}
     assert found - ALLOWED_LOCAL_IMPORTS == set(), _local_imports(NN)

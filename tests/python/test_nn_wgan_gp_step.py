@@ -118,32 +118,35 @@ def _keras_steps(keras, cw, gw, batches, lr, d_steps, kind):
     cov = [v.value for v in c_opt.variables]
     gov = [v.value for v in g_opt.variables]
     logs = []
+
+    def critic_sum(cv_, x):
+        out, _ = c.stateless_call(cv_, [], x, training=True)
+        return jnp.sum(out)
+
+    def d_loss_fn(cv_, gnt_, gv_, real, z, alpha):
+        fake, gnt_ = g.stateless_call(gv_, gnt_, z, training=True)
+        fake_out, _ = c.stateless_call(cv_, [], fake, training=True)
+        real_out, _ = c.stateless_call(cv_, [], real, training=True)
+        interpolated = real + alpha * (fake - real)
+        grads = jax.grad(critic_sum, argnums=1)(cv_, interpolated)
+        norm = jnp.sqrt(jnp.sum(jnp.square(grads), axis=(1, 2, 3)))
+        gp = jnp.mean((norm - 1.0) ** 2)
+        return jnp.mean(fake_out) - jnp.mean(real_out) + gp * GP_WEIGHT, (gp, gnt_)
+
+    def g_loss_fn(gv_, gnt_, cv_, z2):
+        fake, gnt_ = g.stateless_call(gv_, gnt_, z2, training=True)
+        out, _ = c.stateless_call(cv_, [], fake, training=True)
+        return -jnp.mean(out), gnt_
+
+    # each compiled once (as Keras's own fit compiles its step), not run eagerly: eager JAX
+    # compiles every primitive on its own, most of this test's time
+    d_step = jax.jit(jax.value_and_grad(d_loss_fn, has_aux=True))
+    g_step = jax.jit(jax.value_and_grad(g_loss_fn, has_aux=True))
     for real, z, alpha, z2 in batches:
-
-        def critic_sum(cv_, x):
-            out, _ = c.stateless_call(cv_, [], x, training=True)
-            return jnp.sum(out)
-
-        def d_loss_fn(cv_, gnt_):
-            fake, gnt_ = g.stateless_call(gv, gnt_, z, training=True)
-            fake_out, _ = c.stateless_call(cv_, [], fake, training=True)
-            real_out, _ = c.stateless_call(cv_, [], real, training=True)
-            interpolated = real + alpha * (fake - real)
-            grads = jax.grad(critic_sum, argnums=1)(cv_, interpolated)
-            norm = jnp.sqrt(jnp.sum(jnp.square(grads), axis=(1, 2, 3)))
-            gp = jnp.mean((norm - 1.0) ** 2)
-            return jnp.mean(fake_out) - jnp.mean(real_out) + gp * GP_WEIGHT, (gp, gnt_)
-
         for _ in range(d_steps):
-            (d_loss, (gp, gnt)), grads = jax.value_and_grad(d_loss_fn, has_aux=True)(cv, gnt)
+            (d_loss, (gp, gnt)), grads = d_step(cv, gnt, gv, real, z, alpha)
             cv, cov = c_opt.stateless_apply(cov, grads, cv)
-
-        def g_loss_fn(gv_, gnt_):
-            fake, gnt_ = g.stateless_call(gv_, gnt_, z2, training=True)
-            out, _ = c.stateless_call(cv, [], fake, training=True)
-            return -jnp.mean(out), gnt_
-
-        (g_loss, gnt), grads = jax.value_and_grad(g_loss_fn, has_aux=True)(gv, gnt)
+        (g_loss, gnt), grads = g_step(gv, gnt, cv, z2)
         gv, gov = g_opt.stateless_apply(gov, grads, gv)
         logs.append((float(d_loss), float(gp), float(g_loss)))
     for v, value in zip(g.trainable_variables + g.non_trainable_variables, gv + gnt):
