@@ -32,7 +32,7 @@ std::vector<float> noise(size_t n, uint64_t seed) {
 }
 
 // One product: A (m, k) read with strides (ars, acs), B (k, n) with (brs, bcs).
-struct Case {
+struct GemmCase {
   int64_t m, k, n;
   bool ta, tb;  // stored transposed
   int64_t row0, row1;
@@ -43,7 +43,7 @@ struct Operands {
   kn::BlasMatrix ma, mb;
 };
 
-Operands make(const Case& c, uint64_t seed, size_t pad = 0) {
+Operands make_operands(const GemmCase& c, uint64_t seed, size_t pad = 0) {
   Operands o;
   o.a = noise(static_cast<size_t>(c.m * c.k) + pad, seed);
   o.b = noise(static_cast<size_t>(c.k * c.n) + pad, seed + 1);
@@ -52,14 +52,14 @@ Operands make(const Case& c, uint64_t seed, size_t pad = 0) {
   return o;
 }
 
-std::vector<float> product(const Case& c, const Operands& o) {
+std::vector<float> product(const GemmCase& c, const Operands& o) {
   std::vector<float> out(static_cast<size_t>(c.m * c.n), -7.0f);
   kn::matmul_rows_strided(DType::float32, o.ma, o.mb, out.data(), c.k, c.n, c.row0, c.row1);
   return out;
 }
 
-const std::vector<Case>& cases() {
-  static const std::vector<Case> all = {
+const std::vector<GemmCase>& gemm_cases() {
+  static const std::vector<GemmCase> all = {
       {200, 32, 200, false, true, 0, 200},   {200, 200, 32, false, false, 17, 181},
       {3200, 32, 64, false, false, 0, 1600}, {64, 1600, 10, false, false, 0, 64},
       {17, 64, 33, false, true, 0, 17},      {33, 129, 65, true, false, 3, 30},
@@ -70,8 +70,8 @@ const std::vector<Case>& cases() {
 }
 
 TEST(LinalgKernels, Float32ProductsMatchADoubleLoop) {
-  for (const Case& c : cases()) {
-    Operands o = make(c, 11);
+  for (const GemmCase& c : gemm_cases()) {
+    Operands o = make_operands(c, 11);
     std::vector<float> got = product(c, o);
     for (int64_t i = 0; i < c.m; ++i) {
       for (int64_t j = 0; j < c.n; ++j) {
@@ -100,8 +100,8 @@ TEST(LinalgKernels, ConcurrentCallsGiveTheSerialBits) {
   // corrupts some of them).
   std::vector<Operands> ops;
   std::vector<std::vector<float>> serial;
-  for (const Case& c : cases()) {
-    ops.push_back(make(c, 21));
+  for (const GemmCase& c : gemm_cases()) {
+    ops.push_back(make_operands(c, 21));
     serial.push_back(product(c, ops.back()));
   }
   std::atomic<int> wrong{0}, omp_changed{0};
@@ -110,9 +110,9 @@ TEST(LinalgKernels, ConcurrentCallsGiveTheSerialBits) {
     workers.emplace_back([&, t] {
       omp_set_num_threads(3);  // a caller with its own OpenMP setting keeps it
       for (int round = 0; round < 40; ++round) {
-        for (size_t i = 0; i < cases().size(); ++i) {
-          const size_t ci = (i + static_cast<size_t>(t + round)) % cases().size();
-          std::vector<float> got = product(cases()[ci], ops[ci]);
+        for (size_t i = 0; i < gemm_cases().size(); ++i) {
+          const size_t ci = (i + static_cast<size_t>(t + round)) % gemm_cases().size();
+          std::vector<float> got = product(gemm_cases()[ci], ops[ci]);
           const size_t bytes = got.size() * sizeof(float);
           if (std::memcmp(got.data(), serial[ci].data(), bytes) != 0) ++wrong;
         }
@@ -127,8 +127,8 @@ TEST(LinalgKernels, ConcurrentCallsGiveTheSerialBits) {
 
 TEST(LinalgKernels, BitsDoNotDependOnAlignment) {
   // The same operands where the allocator put them and one float further.
-  for (const Case& c : cases()) {
-    Operands aligned = make(c, 31), shifted = make(c, 31, 1);
+  for (const GemmCase& c : gemm_cases()) {
+    Operands aligned = make_operands(c, 31), shifted = make_operands(c, 31, 1);
     std::memcpy(shifted.a.data() + 1, aligned.a.data(), aligned.a.size() * sizeof(float));
     std::memcpy(shifted.b.data() + 1, aligned.b.data(), aligned.b.size() * sizeof(float));
     std::vector<float> x = product(c, aligned), y = product(c, shifted);

@@ -55,7 +55,7 @@ struct GradCase {
   std::vector<std::string> params;
 };
 
-const std::vector<GradCase>& cases() {
+const std::vector<GradCase>& grad_cases() {
   static const std::vector<GradCase> c = {
       {"add", "a + b", {"a", "b"}},
       {"add", "a + row", {"a", "row"}},  // broadcasting: summed back
@@ -357,7 +357,7 @@ TEST(Autodiff, EveryGradientRuleParses) {
 
 TEST(Autodiff, EveryRuleHasAFiniteDifferenceCase) {
   std::set<std::string> covered;
-  for (const auto& c : cases()) covered.insert(c.primitive);
+  for (const auto& c : grad_cases()) covered.insert(c.primitive);
   // Rules of primitives taking tiled arrays (the cases here take plain arrays):
   // checked against finite differences in tests/cpp/distributed/test_conv_d.cpp, and
   // against the single-process gradient of the whole arrays under 1, 2 and 4
@@ -387,7 +387,7 @@ TEST(Autodiff, EveryRuleHasAFiniteDifferenceCase) {
 
 TEST(Autodiff, GradientsMatchCentralDifferences) {
   const double h = 1e-6;
-  for (const auto& c : cases()) {
+  for (const auto& c : grad_cases()) {
     SCOPED_TRACE(c.primitive + ": " + c.body);
     Program f(program_for(c, false), "f.tsl");
     Program g(program_for(c, true), "g.tsl");
