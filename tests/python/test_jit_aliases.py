@@ -793,12 +793,14 @@ EXPANSION_ERRORS = [
     (sum_of_mixed, ([1, "a"],), TypeError, 1), (sum_of_a_display, (1,), TypeError, 1),
     (index_tuples, (np.zeros(2),), IndexError, 3), (rounded, ("s",), None, 1),
     (columns, (np.zeros(2), "s"), None, 1), (item_of, (np.zeros(2),), ValueError, 1),
-    (to_list_of, ("s",), None, 1),
+    (to_list_of, ("s",), AttributeError, 1), (to_list_of, ([1, 2],), AttributeError, 1),
+    (to_list_of, ({1: 2},), AttributeError, 1), (to_list_of, (None,), AttributeError, 1),
 ]
 
 
 @pytest.mark.parametrize("f,args,exc,line", EXPANSION_ERRORS,
-                         ids=[c[0].__name__ for c in EXPANSION_ERRORS])
+                         ids=[f"{c[0].__name__}-{type(c[1][0]).__name__}"
+                              for c in EXPANSION_ERRORS])
 def test_an_expansions_error_names_the_users_line(f, args, exc, line):
     # sum(), min(), max() of a set, d[k].append(), int(str), x[idx], round(),
     # np.c_, x.item(), x.tolist(): the translator's text for them used to name
@@ -881,3 +883,69 @@ def test_a_row_a_call_or_a_computed_index_gave_is_refused_when_written(f, arg):
     assert f(arg) != f(0)  # Python: the name shows the table's write
     with pytest.raises(tessera.UnsupportedError, match=r"is an item of '\w+' \(line \d+\)"):
         tessera.jit(f)(arg)
+
+
+def list_to_list(n):
+    xs = [1, 2, n]
+    return xs.tolist()
+
+
+def test_tolist_of_a_list_is_pythons_attribute_error():
+    with pytest.raises(AttributeError) as want:
+        list_to_list(3)
+    with pytest.raises(AttributeError) as got:
+        tessera.jit(list_to_list)(3)
+    line = list_to_list.__code__.co_firstlineno + 2
+    assert str(want.value) in str(got.value), str(got.value)
+    assert f"(at test_jit_aliases.py:{line})" in str(got.value), str(got.value)
+    assert tessera.jit(to_list_of)(np.arange(3.0)) == to_list_of(np.arange(3.0))
+
+
+def int_of(s):
+    return int(s)
+
+
+def int_of_each(text):
+    return [int(x) for x in text.split(",")]
+
+
+INT_STRINGS = [" 7 ", "1_000", "0x1", "abc", "", "   ", "-", "+", "+5", "-0", "1__0", "_1", "1_",
+               "+_1", "-_1", "007", "\t-42\n", "1 2", "1.5", "1e3", "9223372036854775807",
+               "-9223372036854775808", "12_34_5", "٣"]
+
+
+@pytest.mark.parametrize("s", INT_STRINGS, ids=[repr(s) for s in INT_STRINGS])
+def test_int_of_a_string_parameter_as_python(s):
+    # a parameter the translator cannot see is a string: Python's int() of it
+    try:
+        want = int_of(s)
+    except ValueError as e:
+        if s == "٣":
+            pytest.skip("non-ASCII digits: a documented difference (ValueError in jit)")
+        with pytest.raises(ValueError) as got:
+            tessera.jit(int_of)(s)
+        assert str(e) in str(got.value), str(got.value)
+        line = int_of.__code__.co_firstlineno + 1
+        assert f"(at test_jit_aliases.py:{line})" in str(got.value), str(got.value)
+        return
+    if s == "٣":
+        with pytest.raises(ValueError):
+            tessera.jit(int_of)(s)
+        return
+    got = tessera.jit(int_of)(s)
+    assert got == want and type(got) is int, (got, want)
+
+
+def test_int_of_strings_in_a_list_and_of_numbers_as_python():
+    text = "1, -2,3_0"
+    assert tessera.jit(int_of_each)(text) == int_of_each(text)
+    for x in (7, -2.9, 3.5, True):
+        assert tessera.jit(int_of)(x) == int_of(x)
+
+
+def test_int_of_a_string_past_int64_is_an_overflow_error():
+    # Python's ints have no bound; a jit function's are int64: refused, never wrapped
+    for s in ("9223372036854775808", "-9223372036854775809", "1" * 30):
+        assert int_of(s) == int(s)
+        with pytest.raises(OverflowError, match=r"int\('\d*'\)|int\('-\d*'\)"):
+            tessera.jit(int_of)(s)
