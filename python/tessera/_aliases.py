@@ -53,12 +53,16 @@ class Pair:
 
 class Elem:
     """``name = container[index]`` (``origin``): the name reaches one of the
-    container's objects, which a change through the container changes too."""
+    container's objects, which a change through the container changes too;
+    ``depth`` subscripts down (``c = g[i][j]``: 2, no index followed)."""
 
-    __slots__ = ("origin", "name", "container", "index")
+    __slots__ = ("origin", "name", "container", "index", "depth", "chain")
 
-    def __init__(self, origin, name, container, index):
+    def __init__(self, origin, name, container, index, depth=1, chain=None):
         self.origin, self.name, self.container, self.index = origin, name, container, index
+        self.depth = depth
+        # the indices from the container down (never_same), when known
+        self.chain = chain if chain is not None else ([index] if index is not None else [])
 
 
 def _key(p: Pair):
@@ -80,9 +84,10 @@ def _merge(*states) -> dict:
 
 def deep_changes(stmt) -> list:
     """The changes in place a statement makes through an element of a variable:
-    ``(variable, its subscript)`` for ``t[i][j] = v``, ``t[i][j] op= v``,
+    ``(variable, object changed, depth)`` for ``t[i][j] = v``, ``t[i][j] op= v``,
     ``del t[i][j]``, ``t[i] += xs`` (a list extended in place) and
-    ``t[i].append(v)`` (any changing method)."""
+    ``t[i].append(v)`` (any changing method): the object changed and its depth
+    (``g[i][j][k] = v`` changes g[i][j]: 2)."""
     nodes = []
     if isinstance(stmt, (ast.Assign, ast.Delete)):
         for top in stmt.targets:
@@ -98,10 +103,21 @@ def deep_changes(stmt) -> list:
     out = []
     for n in nodes:
         if isinstance(n, ast.Subscript) and _root(n) is not None:
+            node, depth = n, 1
             while isinstance(n.value, ast.Subscript):
                 n = n.value
-            out.append((n.value.id, n))
+                depth += 1
+            out.append((n.value.id, node, depth))
     return out
+
+
+def _indices(node) -> list:
+    """The indices of a subscript chain, from its root down (``g[i][j]``: [i, j])."""
+    out = []
+    while isinstance(node, ast.Subscript):
+        out.append(node.slice)
+        node = node.value
+    return out[::-1]
 
 
 def _self_element(value, holder: str) -> bool:
@@ -279,9 +295,22 @@ def _loop_elems(loop, variables) -> list:
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" \
             and len(it.args) == 1 and isinstance(target, ast.Tuple) and len(target.elts) == 2:
         it, target = it.args[0], target.elts[1]
+    chain = _item_chain(it, variables)
     if isinstance(it, ast.Name) and it.id in variables and isinstance(target, ast.Name):
         return [Elem(loop, target.id, it.id, None)]
+    if chain is not None and isinstance(target, ast.Name):  # for c in g[i]: g's items' items
+        return [Elem(loop, target.id, chain[0], None, chain[1] + 1)]
     return []
+
+
+def _item_chain(value, variables):
+    """``g[i][j]...`` (plain indices, no slice) of a variable: ``(g, depth)``, else None."""
+    depth = 0
+    while isinstance(value, ast.Subscript) and not isinstance(value.slice, ast.Slice):
+        value, depth = value.value, depth + 1
+    if depth and isinstance(value, ast.Name) and value.id in variables:
+        return value.id, depth
+    return None
 
 
 def _made_elems(stmt, variables) -> list:
@@ -301,6 +330,10 @@ def _made_elems(stmt, variables) -> list:
                     and isinstance(v.value, ast.Name) and v.value.id in variables \
                     and not isinstance(v.slice, ast.Slice):
                 out.append(Elem(stmt, t.id, v.value.id, v.slice))
+            elif isinstance(t, ast.Name) and _item_chain(v, variables):
+                # c = g[i][j]: which item, tessera does not follow (no index)
+                root, depth = _item_chain(v, variables)
+                out.append(Elem(stmt, t.id, root, None, depth, _indices(v)))
             elif isinstance(t, ast.Name) and _element_call(v, variables):
                 out.append(Elem(stmt, t.id, _element_call(v, variables), None))
     return out
@@ -397,21 +430,27 @@ class _Walk:
             state[("elem", id(e.origin), e.name)] = e
         return state
 
-    def never_same(self, elem, change, sub) -> bool:
-        """Whether the row ``change`` writes (``sub``, holder[X]) is never
+    def never_same(self, elem, change, node) -> bool:
+        """Whether the object ``change`` changes (``node``, holder[X]...) is never
         ``elem``'s (``prev = d[i - 1]`` then ``d[i][j] = v`` in the same turn):
-        X and the row's index differ by a constant, their names are bound only
-        by the target of one loop, whose body holds ``elem``'s binding before
-        ``change``."""
-        index = elem.index
-        if index is None or not _differ_by_constant(index, sub.slice):
-            return False
-        names = {n.id for n in ast.walk(index) if isinstance(n, ast.Name)}
-        for loop in self.read_after.loops:
-            if isinstance(loop, ast.For) and any(s is elem.origin for s in loop.body) \
-                    and elem.origin.lineno < change.lineno <= loop.end_lineno:
-                targets = {t.id for t in _targets(loop.target) if isinstance(t, ast.Name)}
-                return names <= targets and all(self.bindings.get(n) == 1 for n in names)
+        at some level the two indices differ by a constant, and their names are
+        bound only by the targets of the loops around the innermost one whose
+        body holds ``elem``'s binding before ``change``."""
+        changed = _indices(node)
+        for index, x in zip(elem.chain, changed):
+            if not _differ_by_constant(index, x):
+                continue
+            names = {n.id for n in ast.walk(index) if isinstance(n, ast.Name)}
+            inner = [loop for loop in self.read_after.loops if isinstance(loop, ast.For)
+                     and any(s is elem.origin for s in loop.body)
+                     and elem.origin.lineno < change.lineno <= loop.end_lineno]
+            if not inner:
+                return False
+            targets = {t.id for loop in self.read_after.loops if isinstance(loop, ast.For)
+                       and loop.lineno <= inner[0].lineno <= loop.end_lineno
+                       for t in _targets(loop.target) if isinstance(t, ast.Name)}
+            if names <= targets and all(self.bindings.get(n) == 1 for n in names):
+                return True
         return False
 
     def through_elements(self, s, state: dict, changed) -> None:
@@ -421,20 +460,23 @@ class _Walk:
         change of the holder (but ``t[k] = v`` and growing it) loses track of
         which of its elements such a name holds (a shift)."""
         deep = deep_changes(s)
-        for root, sub in deep:
+        for root, node, depth in deep:
+            sub = node
+            while isinstance(sub.value, ast.Subscript):
+                sub = sub.value
             for p in state.values():
                 if isinstance(p, Elem):
                     loop = p.origin if isinstance(p.origin, ast.For) else None
-                    if p.container == root and p.origin is not s \
+                    if p.container == root and p.origin is not s and depth >= p.depth \
                             and self.read_after(s, p.name, loop) \
-                            and not self.never_same(p, s, sub):
+                            and not self.never_same(p, s, node):
                         entry = self.refreshes.setdefault(id(s), (s, {}))[1]
                         entry.setdefault((p.name, root), (p, sub))
                 elif p.holder == root and p.live() and id(p.origin) not in self.hazards \
                         and p.origin is not s and (p.repeated or p.direct and any(
                             self.read_after(s, n) for n in p.names - self.counters)):
                     self.hazards[id(p.origin)] = (p.origin, p.names, p.holder, s, "deep")
-        deep_roots = {r for r, _ in deep}
+        deep_roots = {r for r, _, _ in deep}
         for root in set(changed) - deep_roots:
             elems = [p for p in state.values() if isinstance(p, Elem) and p.container == root
                      and self.read_after(s, p.name)]

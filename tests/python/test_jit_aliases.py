@@ -7,6 +7,7 @@ dicts are values): refused at run time with UnsupportedError naming both lines.
 The patterns that look alike but keep Python's answer run as Python."""
 
 import copy
+import inspect
 
 import numpy as np
 import pytest
@@ -949,3 +950,88 @@ def test_int_of_a_string_past_int64_is_an_overflow_error():
         assert int_of(s) == int(s)
         with pytest.raises(OverflowError, match=r"int\('\d*'\)|int\('-\d*'\)"):
             tessera.jit(int_of)(s)
+
+
+def two_levels_down_written(n):
+    g = [[[0] * 3 for _ in range(3)] for _ in range(2)]
+    c = g[1][2]
+    for k in range(3):
+        g[1][2][k] = n + k
+    return c
+
+
+def two_levels_down_grown(n):
+    g = [[[0] * 2 for _ in range(2)] for _ in range(2)]
+    c = g[1][0]
+    g[1][0].append(n)
+    return c
+
+
+def loop_over_an_item_written(n):
+    g = [[[0] * 2 for _ in range(2)] for _ in range(2)]
+    out = []
+    for c in g[1]:
+        g[1][1][0] = n
+        out.append(c[0])
+    return out
+
+
+def three_levels_down_written(n):
+    g = [[[[0, 0]] for _ in range(2)] for _ in range(2)]
+    c = g[0][0][0]
+    g[0][0][0][1] = n
+    return c
+
+
+def two_levels_down_changed_then_table_read(n):
+    g = [[[0] * 3 for _ in range(3)] for _ in range(2)]
+    c = g[1][2]
+    c[1] = n
+    return g
+
+
+@pytest.mark.parametrize("f", [two_levels_down_written, two_levels_down_grown,
+                               loop_over_an_item_written, three_levels_down_written])
+def test_a_name_several_levels_down_read_after_a_write_is_refused(f):
+    assert f(5) != f(0)  # Python: the name shows the write
+    with pytest.raises(tessera.UnsupportedError) as e:
+        tessera.jit(f)(5)
+    msg = str(e.value)
+    first = f.__code__.co_firstlineno
+    bound = next(i for i, line in enumerate(inspect.getsource(f).splitlines())
+                 if " c = " in line or "for c in" in line)
+    assert f"'c' is an item of 'g' (line {first + bound})" in msg, msg
+    assert "test_jit_aliases.py:" in msg, msg
+
+
+def test_a_name_several_levels_down_changed_in_place_is_refused():
+    f = two_levels_down_changed_then_table_read
+    with pytest.raises(tessera.UnsupportedError, match=r"'c' in place.*test_jit_aliases.py:"):
+        tessera.jit(f)(5)
+
+
+def numbers_two_levels_down(n):
+    d = [[[0] * 3 for _ in range(3)] for _ in range(n)]
+    s = 0
+    for i in range(1, n):
+        for j in range(3):
+            best = d[i - 1][j]
+            for k in range(3):
+                d[i][j][k] = best[k] + i * j + k
+            s += d[i][j][0]
+    c = d[n - 1][2][1]
+    d[n - 1][2][1] = -1
+    return s, c, d
+
+
+def items_two_levels_down_replaced(n):
+    g = [[[0], [1]], [[2], [3]]]
+    c = g[1][0]
+    g[1][0] = [n]
+    g[1][1] = [n, n]
+    return c, g
+
+
+@pytest.mark.parametrize("f", [numbers_two_levels_down, items_two_levels_down_replaced])
+def test_names_several_levels_down_that_keep_pythons_answer_run(f):
+    assert tessera.jit(f)(4) == f(4)
