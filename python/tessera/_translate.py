@@ -913,8 +913,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         finally:
             self.line = saved
         if self.elements:
-            texts = [element_check(self.name(name, node), name, ERROR_TAG)
-                     for name in changed_roots(node) if name in self.elements] + texts
+            texts = self.element_texts(node, texts, tail)
         if texts:
             texts[0] = self.mark(node.lineno) + texts[0]
         return texts

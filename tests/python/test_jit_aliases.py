@@ -1035,3 +1035,134 @@ def items_two_levels_down_replaced(n):
 @pytest.mark.parametrize("f", [numbers_two_levels_down, items_two_levels_down_replaced])
 def test_names_several_levels_down_that_keep_pythons_answer_run(f):
     assert tessera.jit(f)(4) == f(4)
+
+
+def row_changed_table_unread(n):
+    t = [[0] * 3 for _ in range(n)]
+    r = t[n - 1]
+    r[1] = n
+    r[2] += 4
+    r.append(5)
+    return r
+
+
+def loop_rows_changed_table_unread(n):
+    t = [[0] * 3 for _ in range(n)]
+    s = 0
+    for row in t:
+        row[0] = n
+        s += sum(row)
+    return s
+
+
+def dict_row_changed_table_unread(n):
+    d = {k: [k] for k in range(n)}
+    r = d[1]
+    r.append(n)
+    del r[0]
+    return r
+
+
+def enumerated_rows_written(n):
+    t = [[0] * 3 for _ in range(n)]
+    for i, row in enumerate(t):
+        row[1] = i
+        row[2] += n
+    return t
+
+
+def enumerated_rows_grown(n):
+    t = [[i] for i in range(n)]
+    for i, row in enumerate(t):
+        row.append(i * n)
+        if i % 2:
+            del row[0]
+    return t, len(t[0])
+
+
+def enumerated_rows_written_then_read(n):
+    t = [[1] * 4 for _ in range(n)]
+    for i, row in enumerate(t):
+        for j in range(1, 4):
+            row[j] = row[j - 1] + i
+    total = 0
+    for row in t:
+        total += row[3]
+    return t, total
+
+
+ROW_CHANGES = [row_changed_table_unread, loop_rows_changed_table_unread,
+               dict_row_changed_table_unread, enumerated_rows_written, enumerated_rows_grown,
+               enumerated_rows_written_then_read]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("f", ROW_CHANGES, ids=[f.__name__ for f in ROW_CHANGES])
+def test_a_row_changed_through_its_name_keeps_pythons_answer(f, threads):
+    # the table is never read after the change (the change is the row's own), or the
+    # row of for i, row in enumerate(t) is written back to t[i]
+    assert tessera.jit(f, threads=threads)(4) == f(4)
+
+
+def enumerated_rows_of_a_parameter(t):
+    for i, row in enumerate(t):
+        row[0] = i
+    return t
+
+
+def enumerated_rows_of_a_table_under_two_names(n):
+    t = [[0] * 3 for _ in range(n)]
+    u = t
+    for i, row in enumerate(t):
+        row[1] = i
+    return u
+
+
+def row_changed_with_another_name_read(n):
+    t = [[0] * 3 for _ in range(n)]
+    a = t[0]
+    r = t[0]
+    r[1] = n
+    return a
+
+
+def row_changed_table_read_next_turn(n):
+    t = [[0] * 3 for _ in range(n)]
+    s = 0
+    for _ in range(n):
+        r = t[0]
+        r[1] += 1
+        s += r[1]
+    return s
+
+
+def row_of_repeated_rows_changed(n):
+    t = [[0] * 3] * n
+    for i, row in enumerate(t):
+        row[0] = i
+    return t
+
+
+def table_reordered_in_the_loop(n):
+    t = [[k] for k in range(n)]
+    for i, row in enumerate(t):
+        row.append(i)
+        t.reverse()
+    return t
+
+
+def row_item_extended_in_place(n):
+    t = [[[1], [2]] for _ in range(n)]
+    for i, row in enumerate(t):
+        row[0] += [n]
+    return t
+
+
+@pytest.mark.parametrize("f,arg", [
+    (enumerated_rows_of_a_parameter, [[5, 5], [6, 6]]),
+    (enumerated_rows_of_a_table_under_two_names, 3), (row_changed_with_another_name_read, 3),
+    (row_changed_table_read_next_turn, 3), (row_of_repeated_rows_changed, 3),
+    (table_reordered_in_the_loop, 3), (row_item_extended_in_place, 2)])
+def test_a_row_changed_where_python_shares_it_is_refused(f, arg):
+    with pytest.raises(tessera.UnsupportedError, match=r"in place.*test_jit_aliases.py:\d+"):
+        tessera.jit(f)(copy.deepcopy(arg))
