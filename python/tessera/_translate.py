@@ -29,7 +29,7 @@ from . import _numpy_map as M
 from ._calls import CallsMixin
 from ._expressions import ExpressionsMixin
 from ._generators import eager_generators, first_yield_line
-from ._list_args import (_result_spec, _returns_spec, changed_roots,
+from ._list_args import (_result_spec, _returns_spec,
                          convert_result, element_check, element_names)
 from ._sets import rewrite_sets
 from ._statements import StatementsMixin
