@@ -775,7 +775,12 @@ def row_plans(fdef, analysis, elements) -> dict:
     for n in ast.walk(fdef):
         if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and id(n) not in own:
             stores[n.id] = stores.get(n.id, 0) + 1
-    stmts = [n for n in ast.walk(fdef) if isinstance(n, ast.stmt) and n is not fdef]
+    stmts, stack = [], list(fdef.body)  # not those of nested functions: their own names
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stmts += [n] if isinstance(n, ast.stmt) else []
+            stack.extend(ast.iter_child_nodes(n))
     for r in elements:
         mine = [e for e in analysis.elems if e.name == r]
         if not mine or len(mine) != stores.get(r, 0) or len({e.container for e in mine}) != 1 \
@@ -805,8 +810,8 @@ def row_plans(fdef, analysis, elements) -> dict:
             if not _read_after_stmt(fdef, s, t):
                 plans[(id(s), r)] = RowPlan(r, t, None, how)
             elif index is not None and any(x is s for x in ast.walk(loop)) and not any(
-                    t in changed_roots(x) and not deep_changes(x)
-                    for x in ast.walk(loop) if isinstance(x, ast.stmt)):
+                    t in changed_roots(x) and not deep_changes(x) or t in _bound_names(x)
+                    for x in ast.walk(loop) if isinstance(x, ast.stmt) and x is not loop):
                 plans[(id(s), r)] = RowPlan(r, t, index, how)
     return plans
 

@@ -1166,3 +1166,42 @@ def row_item_extended_in_place(n):
 def test_a_row_changed_where_python_shares_it_is_refused(f, arg):
     with pytest.raises(tessera.UnsupportedError, match=r"in place.*test_jit_aliases.py:\d+"):
         tessera.jit(f)(copy.deepcopy(arg))
+
+
+def table_rebound_in_the_loop(n):
+    t = [[0] * 2 for _ in range(n)]
+    for i, row in enumerate(t):
+        row[0] = i + 1
+        t = [[9] * 2 for _ in range(n)]
+    return t
+
+
+def row_stored_then_changed(n):
+    t = [[0] * 2 for _ in range(n)]
+    out = []
+    r = t[0]
+    out.append(r)
+    r[1] = n
+    return out
+
+
+def nested_function_changes_its_own_row(n):
+    t = [[0] * 2 for _ in range(n)]
+    r = t[0]
+
+    def g(u):
+        r = u[1]
+        r[0] = n
+        return u
+
+    r[1] = n
+    return r, g([[1, 1], [2, 2]])
+
+
+def test_row_changes_python_shares_otherwise_are_refused_or_kept():
+    for f in (table_rebound_in_the_loop, row_stored_then_changed):
+        with pytest.raises(tessera.UnsupportedError, match=r"test_jit_aliases.py:\d+"):
+            tessera.jit(f)(3)
+    f = nested_function_changes_its_own_row
+    with pytest.raises(tessera.UnsupportedError, match=r"'r' in place"):
+        tessera.jit(f)(3)  # g's r is an item of its parameter, which the caller holds
