@@ -811,9 +811,52 @@ def row_plans(fdef, analysis, elements) -> dict:
                 plans[(id(s), r)] = RowPlan(r, t, None, how)
             elif index is not None and any(x is s for x in ast.walk(loop)) and not any(
                     t in changed_roots(x) and not deep_changes(x) or t in _bound_names(x)
-                    for x in ast.walk(loop) if isinstance(x, ast.stmt) and x is not loop):
-                plans[(id(s), r)] = RowPlan(r, t, index, how)
+                    for x in ast.walk(loop) if isinstance(x, ast.stmt) and x is not loop) \
+                    and _flushes(fdef, loop, t) is not None:
+                plan = RowPlan(r, t, index, how)
+                plans[(id(s), r)] = plan
+                for where, x in _flushes(fdef, loop, t):
+                    plans.setdefault((where, id(x)), {})[(r, t)] = plan
     return plans
+
+
+def _flushes(fdef, loop, t: str):
+    """Where the row of ``for i, row in enumerate(t)`` is written back to ``t[i]``:
+    ``[("before" | "after", statement)]`` -- before each statement of the loop's
+    body reading t and each break or continue, after the body's last statement
+    (so that t shows the row's changes wherever it is read, and a loop writing the
+    row item by item keeps its native code); None where that cannot be told (a try
+    statement in the function, a while loop testing t in the body)."""
+    if any(isinstance(n, ast.Try) or type(n).__name__ == "TryStar" for n in ast.walk(fdef)):
+        return None
+
+    def reads(node) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == t and isinstance(n.ctx, ast.Load)
+                   for n in ast.walk(node))
+
+    out, stack = [], list(loop.body)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(x, ast.While) and reads(x.test):
+            return None
+        if isinstance(x, (ast.If, ast.While)):
+            head = [x.test]
+        elif isinstance(x, (ast.For, ast.AsyncFor)):
+            head = [x.iter]
+        elif isinstance(x, (ast.With, ast.AsyncWith)):
+            head = [i.context_expr for i in x.items]
+        else:
+            head = [x]
+        if isinstance(x, (ast.Break, ast.Continue)) or any(reads(h) for h in head):
+            out.append(("before", x))
+        if head[0] is not x:
+            stack.extend(x.body + getattr(x, "orelse", []))
+    last = loop.body[-1]
+    if not isinstance(last, (ast.Break, ast.Continue, ast.Return, ast.Raise)):
+        out.append(("after", last))
+    return out
 
 
 def hazard_check(names, holder, change, value_text: str, error_tag: str,

@@ -85,33 +85,35 @@ class StatementsMixin:
         """``texts`` (a statement's) with the refusal of each element variable it
         changes in place (_list_args.element_names) -- but a row whose change keeps
         Python's answer (_aliases.row_plans): its table unread after, or the row
-        written back to ``t[i]`` in ``for i, row in enumerate(t)``."""
-        before, after = [], []
+        written back to ``t[i]`` in ``for i, row in enumerate(t)`` (flush_text, where
+        t is read)."""
+        before = [self.flush_text(node, p) for p in self.row_plans.get(("before", id(node)),
+                                                                       {}).values()]
+        after = []
         for name in changed_roots(node):
             if name not in self.elements:
                 continue
             plan = self.row_plans.get((id(node), name))
-            kind, j, inplace = plan.how if plan is not None else (None, None, False)
+            _, j, inplace = plan.how if plan is not None else (None, None, False)
             r = self.name(name, node)
             if plan is None or inplace and not _simple(j):
                 before.append(element_check(r, name, T.ERROR_TAG))
                 continue
             if inplace:  # r[j] += xs extends a list item in place: whose, tessera cannot tell
                 after.append(element_check(f"getitem({r}, {self.expr(j)})", name, T.ERROR_TAG))
-            if plan.back is None:
-                continue
-            row = ast.Subscript(value=ast.Name(id=plan.holder, ctx=ast.Load()),
-                                slice=ast.Name(id=plan.back, ctx=ast.Load()), ctx=ast.Load())
-            src = ast.Name(id=name, ctx=ast.Load())
-            if kind == "item" and _simple(j):  # one item copied back, not the row
-                row = ast.Subscript(value=row, slice=j, ctx=ast.Load())
-                src = ast.Subscript(value=src, slice=j, ctx=ast.Load())
-            row.ctx = ast.Store()
-            back = self.block(self.assign(_located(row, node), _located(src, node)))
-            after.append(f"if(is_mutable_container({r}), {back})")
+        after += [self.flush_text(node, p) for p in self.row_plans.get(("after", id(node)),
+                                                                      {}).values()]
         if after and tail:
             after.append("nil")
         return before + texts + after
+
+    def flush_text(self, node, plan) -> str:
+        """``t[i] = row`` of a RowPlan written back (``for i, row in enumerate(t)``)."""
+        row = ast.Subscript(value=ast.Name(id=plan.holder, ctx=ast.Load()),
+                            slice=ast.Name(id=plan.back, ctx=ast.Load()), ctx=ast.Store())
+        src = ast.Name(id=plan.name, ctx=ast.Load())
+        back = self.block(self.assign(_located(row, node), _located(src, node)))
+        return f"if(is_mutable_container({self.name(plan.name, node)}), {back})"
 
     def alias_keys(self, analysis) -> list:
         """The row keys (_aliases.py's refreshes) a function keeps, as

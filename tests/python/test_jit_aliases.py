@@ -1205,3 +1205,30 @@ def test_row_changes_python_shares_otherwise_are_refused_or_kept():
     f = nested_function_changes_its_own_row
     with pytest.raises(tessera.UnsupportedError, match=r"'r' in place"):
         tessera.jit(f)(3)  # g's r is an item of its parameter, which the caller holds
+
+
+def enumerated_rows_read_through_the_table(n):
+    t = [[1] * 3 for _ in range(n)]
+    seen = []
+    for i, row in enumerate(t):
+        row[0] = i + 1
+        if t[i][0] > 1:
+            seen.append(t[i][0] + t[max(i - 1, 0)][1])
+        row.append(n)
+        for j in range(len(t[i])):
+            row[j] += j
+            seen.append(t[i][j])
+        if i == n - 2:
+            row[1] = -1
+            break
+        if i % 2:
+            row[2] = 7
+            continue
+        row[2] = 9
+    return t, seen
+
+
+def test_an_enumerated_row_is_seen_through_the_table_wherever_it_is_read():
+    f = enumerated_rows_read_through_the_table
+    for n in (1, 3, 5):
+        assert tessera.jit(f)(n) == f(n)
