@@ -53,12 +53,16 @@ class Pair:
 
 class Elem:
     """``name = container[index]`` (``origin``): the name reaches one of the
-    container's objects, which a change through the container changes too."""
+    container's objects, which a change through the container changes too;
+    ``depth`` subscripts down (``c = g[i][j]``: 2, no index followed)."""
 
-    __slots__ = ("origin", "name", "container", "index")
+    __slots__ = ("origin", "name", "container", "index", "depth", "chain")
 
-    def __init__(self, origin, name, container, index):
+    def __init__(self, origin, name, container, index, depth=1, chain=None):
         self.origin, self.name, self.container, self.index = origin, name, container, index
+        self.depth = depth
+        # the indices from the container down (never_same), when known
+        self.chain = chain if chain is not None else ([index] if index is not None else [])
 
 
 def _key(p: Pair):
@@ -80,9 +84,10 @@ def _merge(*states) -> dict:
 
 def deep_changes(stmt) -> list:
     """The changes in place a statement makes through an element of a variable:
-    ``(variable, its subscript)`` for ``t[i][j] = v``, ``t[i][j] op= v``,
+    ``(variable, object changed, depth)`` for ``t[i][j] = v``, ``t[i][j] op= v``,
     ``del t[i][j]``, ``t[i] += xs`` (a list extended in place) and
-    ``t[i].append(v)`` (any changing method)."""
+    ``t[i].append(v)`` (any changing method): the object changed and its depth
+    (``g[i][j][k] = v`` changes g[i][j]: 2)."""
     nodes = []
     if isinstance(stmt, (ast.Assign, ast.Delete)):
         for top in stmt.targets:
@@ -98,10 +103,21 @@ def deep_changes(stmt) -> list:
     out = []
     for n in nodes:
         if isinstance(n, ast.Subscript) and _root(n) is not None:
+            node, depth = n, 1
             while isinstance(n.value, ast.Subscript):
                 n = n.value
-            out.append((n.value.id, n))
+                depth += 1
+            out.append((n.value.id, node, depth))
     return out
+
+
+def _indices(node) -> list:
+    """The indices of a subscript chain, from its root down (``g[i][j]``: [i, j])."""
+    out = []
+    while isinstance(node, ast.Subscript):
+        out.append(node.slice)
+        node = node.value
+    return out[::-1]
 
 
 def _self_element(value, holder: str) -> bool:
@@ -279,9 +295,22 @@ def _loop_elems(loop, variables) -> list:
     if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "enumerate" \
             and len(it.args) == 1 and isinstance(target, ast.Tuple) and len(target.elts) == 2:
         it, target = it.args[0], target.elts[1]
+    chain = _item_chain(it, variables)
     if isinstance(it, ast.Name) and it.id in variables and isinstance(target, ast.Name):
         return [Elem(loop, target.id, it.id, None)]
+    if chain is not None and isinstance(target, ast.Name):  # for c in g[i]: g's items' items
+        return [Elem(loop, target.id, chain[0], None, chain[1] + 1)]
     return []
+
+
+def _item_chain(value, variables):
+    """``g[i][j]...`` (plain indices, no slice) of a variable: ``(g, depth)``, else None."""
+    depth = 0
+    while isinstance(value, ast.Subscript) and not isinstance(value.slice, ast.Slice):
+        value, depth = value.value, depth + 1
+    if depth and isinstance(value, ast.Name) and value.id in variables:
+        return value.id, depth
+    return None
 
 
 def _made_elems(stmt, variables) -> list:
@@ -301,6 +330,10 @@ def _made_elems(stmt, variables) -> list:
                     and isinstance(v.value, ast.Name) and v.value.id in variables \
                     and not isinstance(v.slice, ast.Slice):
                 out.append(Elem(stmt, t.id, v.value.id, v.slice))
+            elif isinstance(t, ast.Name) and _item_chain(v, variables):
+                # c = g[i][j]: which item, tessera does not follow (no index)
+                root, depth = _item_chain(v, variables)
+                out.append(Elem(stmt, t.id, root, None, depth, _indices(v)))
             elif isinstance(t, ast.Name) and _element_call(v, variables):
                 out.append(Elem(stmt, t.id, _element_call(v, variables), None))
     return out
@@ -351,6 +384,7 @@ class _Walk:
             if isinstance(s, (ast.For, ast.AsyncFor)):
                 state = self.rebind(state, _bound_names(s))
                 for e in _loop_elems(s, self.variables):
+                    self.elems.append(e)
                     state = dict(state)
                     state[("elem", id(s), e.name)] = e
             once = self.block(s.body, dict(state))
@@ -397,21 +431,27 @@ class _Walk:
             state[("elem", id(e.origin), e.name)] = e
         return state
 
-    def never_same(self, elem, change, sub) -> bool:
-        """Whether the row ``change`` writes (``sub``, holder[X]) is never
+    def never_same(self, elem, change, node) -> bool:
+        """Whether the object ``change`` changes (``node``, holder[X]...) is never
         ``elem``'s (``prev = d[i - 1]`` then ``d[i][j] = v`` in the same turn):
-        X and the row's index differ by a constant, their names are bound only
-        by the target of one loop, whose body holds ``elem``'s binding before
-        ``change``."""
-        index = elem.index
-        if index is None or not _differ_by_constant(index, sub.slice):
-            return False
-        names = {n.id for n in ast.walk(index) if isinstance(n, ast.Name)}
-        for loop in self.read_after.loops:
-            if isinstance(loop, ast.For) and any(s is elem.origin for s in loop.body) \
-                    and elem.origin.lineno < change.lineno <= loop.end_lineno:
-                targets = {t.id for t in _targets(loop.target) if isinstance(t, ast.Name)}
-                return names <= targets and all(self.bindings.get(n) == 1 for n in names)
+        at some level the two indices differ by a constant, and their names are
+        bound only by the targets of the loops around the innermost one whose
+        body holds ``elem``'s binding before ``change``."""
+        changed = _indices(node)
+        for index, x in zip(elem.chain, changed):
+            if not _differ_by_constant(index, x):
+                continue
+            names = {n.id for n in ast.walk(index) if isinstance(n, ast.Name)}
+            inner = [loop for loop in self.read_after.loops if isinstance(loop, ast.For)
+                     and any(s is elem.origin for s in loop.body)
+                     and elem.origin.lineno < change.lineno <= loop.end_lineno]
+            if not inner:
+                return False
+            targets = {t.id for loop in self.read_after.loops if isinstance(loop, ast.For)
+                       and loop.lineno <= inner[0].lineno <= loop.end_lineno
+                       for t in _targets(loop.target) if isinstance(t, ast.Name)}
+            if names <= targets and all(self.bindings.get(n) == 1 for n in names):
+                return True
         return False
 
     def through_elements(self, s, state: dict, changed) -> None:
@@ -421,20 +461,23 @@ class _Walk:
         change of the holder (but ``t[k] = v`` and growing it) loses track of
         which of its elements such a name holds (a shift)."""
         deep = deep_changes(s)
-        for root, sub in deep:
+        for root, node, depth in deep:
+            sub = node
+            while isinstance(sub.value, ast.Subscript):
+                sub = sub.value
             for p in state.values():
                 if isinstance(p, Elem):
                     loop = p.origin if isinstance(p.origin, ast.For) else None
-                    if p.container == root and p.origin is not s \
+                    if p.container == root and p.origin is not s and depth >= p.depth \
                             and self.read_after(s, p.name, loop) \
-                            and not self.never_same(p, s, sub):
+                            and not self.never_same(p, s, node):
                         entry = self.refreshes.setdefault(id(s), (s, {}))[1]
                         entry.setdefault((p.name, root), (p, sub))
                 elif p.holder == root and p.live() and id(p.origin) not in self.hazards \
                         and p.origin is not s and (p.repeated or p.direct and any(
                             self.read_after(s, n) for n in p.names - self.counters)):
                     self.hazards[id(p.origin)] = (p.origin, p.names, p.holder, s, "deep")
-        deep_roots = {r for r, _ in deep}
+        deep_roots = {r for r, _, _ in deep}
         for root in set(changed) - deep_roots:
             elems = [p for p in state.values() if isinstance(p, Elem) and p.container == root
                      and self.read_after(s, p.name)]
@@ -569,6 +612,253 @@ def alias_analysis(fdef) -> Analysis:
 
 
 
+# Changes of a row itself (not of its items' objects): ``row.append(v)``, ...
+_ROW_METHODS = {"append", "extend", "insert", "pop", "remove", "sort", "reverse", "clear"}
+
+
+def _row_change(stmt, name: str):
+    """How ``stmt`` changes the list under ``name`` itself: ``("item", j, inplace)``
+    for ``name[j] = v`` / ``name[j] op= v`` (inplace: ``+=``, ``*=``, ``|=``, which
+    change a list item in place), ``("whole", None, False)`` for ``del name[j]``
+    and ``name.append(v)`` (_ROW_METHODS); None for anything else."""
+    target = None
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+    elif isinstance(stmt, ast.AugAssign):
+        target = stmt.target
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+            and target.value.id == name and not isinstance(target.slice, ast.Slice):
+        inplace = isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, (ast.Add, ast.Mult,
+                                                                           ast.BitOr))
+        return "item", target.slice, inplace
+    if isinstance(stmt, ast.Delete) and len(stmt.targets) == 1 and isinstance(
+            stmt.targets[0], ast.Subscript) and isinstance(stmt.targets[0].value, ast.Name) \
+            and stmt.targets[0].value.id == name:
+        return "whole", None, False
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+        f = stmt.value.func
+        if isinstance(f, ast.Attribute) and f.attr in _ROW_METHODS \
+                and isinstance(f.value, ast.Name) and f.value.id == name:
+            return "whole", None, False
+    return None
+
+
+def _fresh_row(v) -> bool:
+    """A list or dict no other name holds: a display, a comprehension, ``[0] * n``,
+    ``list(...)``, ``dict(...)``."""
+    if isinstance(v, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp, ast.SetComp)):
+        return True
+    if isinstance(v, ast.BinOp) and isinstance(v.op, ast.Mult):
+        return any(isinstance(x, ast.List) and all(isinstance(e, ast.Constant) for e in x.elts)
+                   for x in (v.left, v.right))
+    return isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.id in (
+        "list", "dict", "set")
+
+
+def _fresh_table(v) -> bool:
+    """A list or dict of rows no other name holds (``[[0] * n for _ in range(m)]``)."""
+    if isinstance(v, (ast.ListComp, ast.SetComp)):
+        return _fresh_row(v.elt)
+    if isinstance(v, ast.DictComp):
+        return _fresh_row(v.value)
+    if isinstance(v, ast.List):
+        return all(_fresh_row(e) for e in v.elts)
+    if isinstance(v, ast.Dict):
+        return None not in v.keys and all(_fresh_row(e) for e in v.values)
+    return False
+
+
+class RowPlan:
+    """A change of a row through its name (``r = t[i]; r[j] = v``) that keeps
+    Python's answer (row_plans): ``back`` None when ``t`` is never read after it
+    (the change is the row's own), else ``(index name, how)``: written back to
+    ``t[i]`` in a ``for i, row in enumerate(t)`` loop (_row_change's how)."""
+
+    __slots__ = ("name", "holder", "back", "how")
+
+    def __init__(self, name, holder, back, how):
+        self.name, self.holder, self.back, self.how = name, holder, back, how
+
+
+def _exclusive_table(fdef, t: str, elems) -> bool:
+    """Whether the rows of ``t`` are reached only through ``t``: it is a local bound
+    only to fresh tables, grown only by fresh rows, read only through an item, a
+    method, len() or a loop (and returned), in no nested function; only
+    plain names bound to its items."""
+    a = fdef.args
+    if t in {p.arg for p in a.posonlyargs + a.args + a.kwonlyargs} | {
+            x.arg for x in (a.vararg, a.kwarg) if x is not None}:
+        return False
+    parents = {}
+    for n in ast.walk(fdef):
+        for c in ast.iter_child_nodes(n):
+            parents[id(c)] = n
+    for n in ast.walk(fdef):
+        if isinstance(n, (ast.Global, ast.Nonlocal)) and t in n.names:
+            return False
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and n is not fdef \
+                and any(isinstance(m, ast.Name) and m.id == t for m in ast.walk(n)):
+            return False
+        if isinstance(n, ast.Assign) and any(isinstance(x, ast.Name) and x.id == t
+                                             for top in n.targets for x in _targets(top)):
+            if len(n.targets) != 1 or not isinstance(n.targets[0], ast.Name) \
+                    or not _fresh_table(n.value):
+                return False
+        elif isinstance(n, ast.Name) and n.id == t and not isinstance(n.ctx, ast.Load):
+            if not isinstance(parents.get(id(n)), ast.Assign):
+                return False  # for t in ..., with ... as t, del t
+        elif isinstance(n, ast.Name) and n.id == t:
+            up = parents.get(id(n))
+            if isinstance(up, ast.Subscript) and up.value is n:
+                continue
+            if isinstance(up, ast.Attribute) and up.value is n:
+                call = parents.get(id(up))
+                # a method's result may be a row (t.pop(), t.get(k)): only statements
+                if not (isinstance(call, ast.Call) and call.func is up
+                        and isinstance(parents.get(id(call)), ast.Expr)):
+                    return False
+                if up.attr in ("append", "insert", "setdefault", "extend", "update") and not (
+                        up.attr in ("append", "insert", "setdefault")
+                        and call.args and _fresh_row(call.args[-1])):
+                    return False
+                continue
+            if isinstance(up, (ast.For, ast.comprehension)) and up.iter is n:
+                continue
+            if isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id in (
+                    "len", "enumerate") and up.args == [n]:
+                continue
+            if isinstance(up, ast.Return) or isinstance(up, ast.Tuple) and isinstance(
+                    parents.get(id(up)), ast.Return):
+                continue
+            return False
+        elif isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name) and n.target.id == t:
+            return False
+        elif isinstance(n, (ast.Assign, ast.AugAssign)):
+            # t[k] = v stores v: only a fresh row
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            for top in targets:
+                for x in _targets(top):
+                    if isinstance(x, ast.Subscript) and isinstance(x.value, ast.Name) \
+                            and x.value.id == t and not _fresh_row(n.value):
+                        return False
+    # every name bound to an item of t (two levels down: their items) is an Elem
+    return all(e.container != t or e.depth == 1 for e in elems)
+
+
+def _read_after_stmt(fdef, stmt, name: str) -> bool:
+    """Whether ``name`` is read after ``stmt``: on a later line, or in a loop holding
+    ``stmt`` (its next turn) -- but the iterable of a for loop, read once before."""
+    end = getattr(stmt, "end_lineno", stmt.lineno)
+    loops = [n for n in ast.walk(fdef) if isinstance(n, (ast.For, ast.While))
+             and n.lineno <= stmt.lineno <= n.end_lineno]
+    for n in ast.walk(fdef):
+        if not (isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)):
+            continue
+        if n.lineno > end:
+            return True
+        for loop in loops:
+            if loop.lineno <= n.lineno <= loop.end_lineno and not (
+                    isinstance(loop, ast.For) and any(m is n for m in ast.walk(loop.iter))):
+                return True
+    return False
+
+
+def row_plans(fdef, analysis, elements) -> dict:
+    """``{(id(statement), name): RowPlan}``: the changes in place of a row through
+    its name (an element variable, refused otherwise) that keep Python's answer."""
+    plans: dict = {}
+    if not isinstance(fdef, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return plans
+    stores: dict = {}
+    own = {id(x) for n in ast.walk(fdef) if isinstance(n, ast.comprehension)
+           for x in ast.walk(n.target)}  # a comprehension's targets are its own
+    for n in ast.walk(fdef):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) and id(n) not in own:
+            stores[n.id] = stores.get(n.id, 0) + 1
+    stmts, stack = [], list(fdef.body)  # not those of nested functions: their own names
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            stmts += [n] if isinstance(n, ast.stmt) else []
+            stack.extend(ast.iter_child_nodes(n))
+    for r in elements:
+        mine = [e for e in analysis.elems if e.name == r]
+        if not mine or len(mine) != stores.get(r, 0) or len({e.container for e in mine}) != 1 \
+                or any(e.depth != 1 for e in mine):
+            continue
+        t = mine[0].container
+        if not _exclusive_table(fdef, t, analysis.elems):
+            continue
+        for s in stmts:
+            how = _row_change(s, r) if r in changed_roots(s) else None
+            if how is None:
+                continue
+            # the enumerate loop binding r around s (and no other binding of r in it)
+            loops = [e.origin for e in mine if isinstance(e.origin, ast.For)
+                     and any(x is s for x in ast.walk(e.origin))]
+            loop, index = (loops[-1] if loops else None), None
+            if loop is not None and isinstance(loop.target, ast.Tuple) \
+                    and isinstance(loop.target.elts[0], ast.Name) \
+                    and stores.get(loop.target.elts[0].id) == 1 and not any(
+                        e.origin is not loop and any(x is e.origin for x in ast.walk(loop))
+                        for e in mine):
+                index = loop.target.elts[0].id
+            others = [e for e in analysis.elems if e.container == t and e.name != r
+                      and _read_after_stmt(fdef, s, e.name)]
+            if others:
+                continue
+            if not _read_after_stmt(fdef, s, t):
+                plans[(id(s), r)] = RowPlan(r, t, None, how)
+            elif index is not None and any(x is s for x in ast.walk(loop)) and not any(
+                    t in changed_roots(x) and not deep_changes(x) or t in _bound_names(x)
+                    for x in ast.walk(loop) if isinstance(x, ast.stmt) and x is not loop) \
+                    and _flushes(fdef, loop, t) is not None:
+                plan = RowPlan(r, t, index, how)
+                plans[(id(s), r)] = plan
+                for where, x in _flushes(fdef, loop, t):
+                    plans.setdefault((where, id(x)), {})[(r, t)] = plan
+    return plans
+
+
+def _flushes(fdef, loop, t: str):
+    """Where the row of ``for i, row in enumerate(t)`` is written back to ``t[i]``:
+    ``[("before" | "after", statement)]`` -- before each statement of the loop's
+    body reading t and each break or continue, after the body's last statement
+    (so that t shows the row's changes wherever it is read, and a loop writing the
+    row item by item keeps its native code); None where that cannot be told (a try
+    statement in the function, a while loop testing t in the body)."""
+    if any(isinstance(n, ast.Try) or type(n).__name__ == "TryStar" for n in ast.walk(fdef)):
+        return None
+
+    def reads(node) -> bool:
+        return any(isinstance(n, ast.Name) and n.id == t and isinstance(n.ctx, ast.Load)
+                   for n in ast.walk(node))
+
+    out, stack = [], list(loop.body)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(x, ast.While) and reads(x.test):
+            return None
+        if isinstance(x, (ast.If, ast.While)):
+            head = [x.test]
+        elif isinstance(x, (ast.For, ast.AsyncFor)):
+            head = [x.iter]
+        elif isinstance(x, (ast.With, ast.AsyncWith)):
+            head = [i.context_expr for i in x.items]
+        else:
+            head = [x]
+        if isinstance(x, (ast.Break, ast.Continue)) or any(reads(h) for h in head):
+            out.append(("before", x))
+        if head[0] is not x:
+            stack.extend(x.body + getattr(x, "orelse", []))
+    last = loop.body[-1]
+    if not isinstance(last, (ast.Break, ast.Continue, ast.Return, ast.Raise)):
+        out.append(("after", last))
+    return out
+
+
 def hazard_check(names, holder, change, value_text: str, error_tag: str,
                  kind: str = "changed") -> str:
     """The program text refusing, at run time, a pair (alias_hazards) when its value
@@ -603,5 +893,5 @@ def static_hazard(stmt) -> bool:
         stmt.value, ast.Name)
 
 
-__all__ = ["Analysis", "alias_analysis", "deep_changes", "hazard_check",
+__all__ = ["Analysis", "RowPlan", "alias_analysis", "deep_changes", "hazard_check", "row_plans",
            "repetition", "static_hazard"]

@@ -69,6 +69,19 @@ def _string_like(node, fdef, depth=0) -> bool:
     return False
 
 
+def _param_seen(node, fdef) -> bool:
+    """Whether ``node`` is a parameter of ``fdef`` whose type the translator cannot
+    see (a str the caller passes: int(s) parses it as Python does)."""
+    if not isinstance(node, ast.Name) or not isinstance(fdef, ast.FunctionDef):
+        return False
+    a = fdef.args
+    for p in a.posonlyargs + a.args + a.kwonlyargs:
+        if p.arg == node.id:
+            return not (isinstance(p.annotation, ast.Name)
+                        and p.annotation.id in ("int", "float", "bool"))
+    return False
+
+
 def _pack_varargs(spec, args):
     """A call's positional arguments for a function with ``*args`` (spec: its
     ast.arguments or code object): those past the named parameters as one tuple."""
@@ -293,7 +306,7 @@ class CallsMixin(U.UfuncMethodsMixin):
                 return T.float_literal(float(a.value))
         if obj is bool:
             return f"not_(not_({self.expr(a)}))"  # Python's truth (arrays: one element)
-        if obj is int and _string_like(a, self.node):
+        if obj is int and (_string_like(a, self.node) or _param_seen(a, self.fdef)):
             # int(s) of a string (int(c) for c in str(n)): Python's base-10 parse
             # (only where the argument may be a string: the type test has no
             # native code, and would keep int(x[i]) loops off it)
@@ -1179,6 +1192,7 @@ class CallsMixin(U.UfuncMethodsMixin):
             return f"item({recv})"
         if attr == "tolist":
             self.b.helper("__to_list")
+            self.b.helper("__py_type_name")
             return self.inline("to_list", recv)
         if attr == "diagonal":
             return self.diagonal_call(recv, ".diagonal()", node, args, kws)

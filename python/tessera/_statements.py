@@ -15,7 +15,8 @@ import numpy as np
 
 from . import _translate as T
 from ._aliases import _bound_names, _made_elems, _self_element, hazard_check, repetition
-from ._aliases import static_hazard
+from ._aliases import row_plans, static_hazard
+from ._list_args import changed_roots, element_check
 
 
 def _simple(node) -> bool:
@@ -77,11 +78,49 @@ class RowKey:
 class StatementsMixin:
     """The statement-rewriting methods of FunctionTranslator."""
 
+    # _aliases.row_plans of the functions translated, by (id(statement), name)
+    row_plans: dict = {}
+
+    def element_texts(self, node, texts: list, tail: bool) -> list:
+        """``texts`` (a statement's) with the refusal of each element variable it
+        changes in place (_list_args.element_names) -- but a row whose change keeps
+        Python's answer (_aliases.row_plans): its table unread after, or the row
+        written back to ``t[i]`` in ``for i, row in enumerate(t)`` (flush_text, where
+        t is read)."""
+        before = [self.flush_text(node, p) for p in self.row_plans.get(("before", id(node)),
+                                                                       {}).values()]
+        after = []
+        for name in changed_roots(node):
+            if name not in self.elements:
+                continue
+            plan = self.row_plans.get((id(node), name))
+            _, j, inplace = plan.how if plan is not None else (None, None, False)
+            r = self.name(name, node)
+            if plan is None or inplace and not _simple(j):
+                before.append(element_check(r, name, T.ERROR_TAG))
+                continue
+            if inplace:  # r[j] += xs extends a list item in place: whose, tessera cannot tell
+                after.append(element_check(f"getitem({r}, {self.expr(j)})", name, T.ERROR_TAG))
+        after += [self.flush_text(node, p) for p in self.row_plans.get(("after", id(node)),
+                                                                      {}).values()]
+        if after and tail:
+            after.append("nil")
+        return before + texts + after
+
+    def flush_text(self, node, plan) -> str:
+        """``t[i] = row`` of a RowPlan written back (``for i, row in enumerate(t)``)."""
+        row = ast.Subscript(value=ast.Name(id=plan.holder, ctx=ast.Load()),
+                            slice=ast.Name(id=plan.back, ctx=ast.Load()), ctx=ast.Store())
+        src = ast.Name(id=plan.name, ctx=ast.Load())
+        back = self.block(self.assign(_located(row, node), _located(src, node)))
+        return f"if(is_mutable_container({self.name(plan.name, node)}), {back})"
+
     def alias_keys(self, analysis) -> list:
         """The row keys (_aliases.py's refreshes) a function keeps, as
         ``self.keys`` ``{(name, holder): (key variable, holder-is-a-list variable)}``,
         and their first definitions (nil: no row)."""
         self.keys = {}
+        self.row_plans = {**self.row_plans, **row_plans(self.fdef, analysis, self.elements)}
         # a pair is followed when every binding of the name to the holder's rows
         # has a plain index (evaluated again for the key)
         unkeyed = {(e.name, e.container) for e in analysis.elems if not _simple(e.index)}

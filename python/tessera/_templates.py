@@ -139,20 +139,35 @@ INLINE = {
       "use sum(sorted(s)) (element ", str($v), ")"))),
     define($t, $t + $v), define($i, $i + 1))),
   $t)""",
-    # int(s) of a string as Python reads it in base 10 (blanks around, a sign,
-    # digits); anything else is Python's ValueError (its message built only then:
-    # a concat at every call was most of int(c)'s time in `int(c) for c in str(n)`).
+    # int(s) of a string as Python reads it in base 10: blanks around, a sign, digits
+    # with single underscores between them; anything else is Python's ValueError
+    # (its message built only then: a concat at every call was most of int(c)'s time
+    # in `int(c) for c in str(n)`), more than int64 holds an OverflowError.
     "str_to_int": """block(define($s, $1),
-  define($t, str_strip($s)), define($n, len($t)), define($i, 0), define($sign, 1), define($r, 0),
+  define($t, str_strip($s)), define($n, len($t)), define($i, 0), define($neg, false),
+  define($r, 0), define($ok, true), define($prev, "_"),
   if($n > 0, if(getitem($t, 0) == "-" || getitem($t, 0) == "+", block(
-    if(getitem($t, 0) == "-", define($sign, -1)), define($i, 1)))),
-  if($i >= $n, assert(false, concat("$EValueError] invalid literal for int() with base 10: '", $s, "'"))),
-  while($i < $n, block(define($d, str_find("0123456789", getitem($t, $i))),
-    if($d < 0, assert(false, concat("$EValueError] invalid literal for int() with base 10: '", $s, "'"))),
-    define($r, $r * 10 + $d), define($i, $i + 1))),
-  $sign * $r)""",
-    # x.tolist(): __to_list, its argument's kind checked at the user's line
-    "to_list": """block(define($x, $1), if(ndim($x) == 0, item($x), __to_list($x)))""",
+    define($neg, getitem($t, 0) == "-"), define($i, 1)))),
+  while($ok && $i < $n, block(define($c, getitem($t, $i)),
+    if($c == "_", define($ok, $prev != "_"), block(
+      define($d, str_find("0123456789", $c)),
+      if($d < 0, define($ok, false), block(
+        if(if($neg, $r < -922337203685477580 || ($r == -922337203685477580 && $d > 8),
+              $r > 922337203685477580 || ($r == 922337203685477580 && $d > 7)),
+          assert(false, concat("$EOverflowError] int(", repr($s), ") does not fit in the ",
+                               "64-bit integers of a jit function"))),
+        define($r, if($neg, $r * 10 - $d, $r * 10 + $d)))))),
+    define($prev, $c), define($i, $i + 1))),
+  if(not_($ok) || $prev == "_", assert(false,
+    concat("$EValueError] invalid literal for int() with base 10: ", repr($s)))),
+  $r)""",
+    # x.tolist(): __to_list, its argument's kind checked at the user's line; a list,
+    # dict, string or None has no such method (Python's AttributeError)
+    "to_list": """block(define($x, $1), define($t, type($x)),
+  if($t == "list" || $t == "dict" || $t == "string" || $t == "nil" || $t == "tuple",
+    assert(false, concat("$EAttributeError] '", __py_type_name($x),
+                         "' object has no attribute 'tolist'"))),
+  if(ndim($x) == 0, item($x), __to_list($x)))""",
     # random.choice(seq): one item drawn uniformly (an empty sequence is an
     # IndexError, as Python's).
     "choice": """block(define($s, $1), if(len($s) == 0,

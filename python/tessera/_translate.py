@@ -29,7 +29,7 @@ from . import _numpy_map as M
 from ._calls import CallsMixin
 from ._expressions import ExpressionsMixin
 from ._generators import eager_generators, first_yield_line
-from ._list_args import (_result_spec, _returns_spec, changed_roots,
+from ._list_args import (_result_spec, _returns_spec,
                          convert_result, element_check, element_names)
 from ._sets import rewrite_sets
 from ._statements import StatementsMixin
@@ -913,8 +913,7 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         finally:
             self.line = saved
         if self.elements:
-            texts = [element_check(self.name(name, node), name, ERROR_TAG)
-                     for name in changed_roots(node) if name in self.elements] + texts
+            texts = self.element_texts(node, texts, tail)
         if texts:
             texts[0] = self.mark(node.lineno) + texts[0]
         return texts
