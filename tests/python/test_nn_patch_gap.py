@@ -4,9 +4,19 @@ batches gives Keras 3's (JAX) losses step by step, through the warmup, the cosin
 epochs' boundaries; what remained was each framework's own draw (tests/keras_io/README.md,
 "patch_convnet's gap")."""
 
+import importlib.util
+import os
+import types
+
 import numpy as np
 
 import tessera.nn as tn
+
+_DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "keras_io",
+                       "_driver.py")
+_spec = importlib.util.spec_from_file_location("keras_io_driver", _DRIVER)
+driver = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(driver)
 
 RNG = np.random.default_rng(30)
 
@@ -140,3 +150,15 @@ def test_whole_run_from_the_same_weights(keras):
         np.testing.assert_allclose(a, np.asarray(b), rtol=1e-3, atol=1e-4)
     # the run moved the weights (a test of a run that trains nothing would pass vacuously)
     assert max(float(np.max(np.abs(a - b))) for a, b in zip(tw, weights)) > 1e-3
+
+
+def test_driver_reseeds_the_script():
+    """run_all.py --seed N (KERAS_IO_SEED): the script's set_random_seed(its seed) seeds the
+    framework with N, the seed distributions of tests/keras_io/README.md were drawn so."""
+    seen = []
+    fake = types.SimpleNamespace(utils=types.SimpleNamespace(set_random_seed=seen.append))
+    driver.reseed(fake, None)
+    fake.utils.set_random_seed(42)
+    driver.reseed(fake, "7")
+    fake.utils.set_random_seed(42)
+    assert seen == [42, 7]
