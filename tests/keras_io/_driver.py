@@ -144,6 +144,23 @@ def instrument(module, record):
     module.Model.fit, module.Model.evaluate = fit, evaluate
 
 
+def reseed(module, seed):
+    """With KERAS_IO_SEED set (run_all.py --seed N), every `keras.utils.set_random_seed`
+    call of the script seeds the framework with N instead of its own seed: the
+    framework's draws (initial weights, dropout, augmentation, a PyDataset's batch
+    order) change, the data the script draws from its own NumPy generators do not.
+    How much a script's result owes to those draws (tests/keras_io/README.md,
+    patch_convnet's gap)."""
+    if seed is None:
+        return
+    seed0 = module.utils.set_random_seed
+
+    def set_random_seed(_seed):
+        seed0(int(seed))
+
+    module.utils.set_random_seed = set_random_seed
+
+
 def main(argv):
     framework, script, out = argv
     record = {"framework": framework, "fits": [], "evaluates": [], "error": None}
@@ -159,6 +176,7 @@ def main(argv):
         sys.exit(f"_driver: framework must be keras or tessera, got {framework!r}")
     module.utils.set_random_seed(0)
     instrument(module, record)
+    reseed(module, os.environ.get("KERAS_IO_SEED"))
     code = compile(text, script, "exec")
     status = 0
     try:

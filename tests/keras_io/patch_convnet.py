@@ -54,8 +54,13 @@ def make(n):
     return np.clip(x, 0, 255).astype("uint8"), y.astype("uint8")
 
 
-(x_train, y_train), (x_test, y_test) = make(800), make(200)
-(x_train, y_train), (x_val, y_val) = (x_train[:640], y_train[:640]), (x_train[640:], y_train[640:])
+# 1600 training images (25 steps an epoch): with 640 (10 steps) the 4 epochs ended at the knee
+# of the loss, where the framework's own draw (initial weights, augmentation, batch order)
+# decided the accuracy (0.12 to 1.0 under tessera, 0.15 to 0.74 under Keras, 6 seeds each);
+# with 1600 both pass it under every seed tried (tests/keras_io/README.md).
+(x_train, y_train), (x_test, y_test) = make(1760), make(200)
+(x_train, y_train), (x_val, y_val) = ((x_train[:1600], y_train[:1600]),
+                                      (x_train[1600:], y_train[1600:]))
 print(f"Training samples: {len(x_train)}")
 print(f"Validation samples: {len(x_val)}")
 print(f"Testing samples: {len(x_test)}")

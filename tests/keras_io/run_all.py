@@ -1,6 +1,6 @@
 """Run every Keras-style script of this folder in its own process with tessera.nn.
 
-Usage: python tests/keras_io/run_all.py [-t SECONDS] [--compare | --max-epochs N] [NAME ...]
+Usage: python tests/keras_io/run_all.py [-t SECONDS] [--compare [--seed N] | --max-epochs N] [NAME ...]
 
 Prints one line per script (ran / FAILED, seconds), then "N of M ran" and the
 last error line of each failure. Scripts run one at a time; each gets
@@ -146,10 +146,13 @@ KERAS_CANNOT = {
 }
 
 
-def run_driven(name, framework, timeout):
+def run_driven(name, framework, timeout, seed=None):
     """Runs `name` through _driver.py under `framework` ("keras" or "tessera");
-    returns (record dict, seconds). The record's "error" says why a run failed."""
+    returns (record dict, seconds). The record's "error" says why a run failed.
+    `seed`: the framework's seed in place of the script's (_driver.reseed)."""
     env = dict(os.environ)
+    if seed is not None:
+        env["KERAS_IO_SEED"] = str(seed)
     env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("TESSERA_THREADS", "2")
     env.setdefault("MPLBACKEND", "Agg")
@@ -221,7 +224,7 @@ def _cell(s):
             + (f", {acc:.3f}" if acc is not None else ""))
 
 
-def compare(names, timeout):
+def compare(names, timeout, seed=None):
     """Runs each script under Keras and tessera.nn and prints the table; returns
     the number of scripts not in line."""
     print("loss before -> after fit (first 256 training samples) | final epoch loss, accuracy; "
@@ -230,7 +233,7 @@ def compare(names, timeout):
           f"{'keras s':>7s} {'tessera s':>9s}  in line", flush=True)
     bad = 0
     for name in names:
-        t, tt = run_driven(name, "tessera", timeout)
+        t, tt = run_driven(name, "tessera", timeout, seed)
         if name in STOPS:
             stopped = bool(t["error"]) and t["error"].startswith(STOPS[name])
             bad += not stopped
@@ -245,7 +248,7 @@ def compare(names, timeout):
                   f"{'not compared: ' + KERAS_CANNOT[name] if not why else 'NO: ' + why}",
                   flush=True)
             continue
-        k, kt = run_driven(name, "keras", timeout)
+        k, kt = run_driven(name, "keras", timeout, seed)
         why = in_line(k, t)
         bad += bool(why)
         print(f"{name:40s} {_cell(summary(k)):34s} {_cell(summary(t)):34s} {kt:7.1f} {tt:9.1f}  "
@@ -263,13 +266,19 @@ def main(argv=None):
     ap.add_argument("--max-epochs", type=int, default=None, metavar="N",
                     help="cut each fit to at most N epochs (a quicker check that every "
                          "script runs; not with --compare)")
+    ap.add_argument("--seed", type=int, default=None, metavar="N",
+                    help="with --compare: seed both frameworks with N wherever a script "
+                         "calls keras.utils.set_random_seed (its data stay the same): how "
+                         "much a result owes to the framework's own random draws")
     args = ap.parse_args(argv)
+    if args.seed is not None and not args.compare:
+        ap.error(f"--seed {args.seed}: only with --compare")
     if args.max_epochs is not None and (args.compare or args.max_epochs < 1):
         ap.error(f"--max-epochs {args.max_epochs}: a positive count, and not with --compare "
                  "(the comparison needs each script's whole training)")
     names = args.names or scripts()
     if args.compare:
-        return 1 if compare(names, args.timeout) else 0
+        return 1 if compare(names, args.timeout, args.seed) else 0
     failures = []
     for name in names:
         ok, took, err, _ = run_one(name, args.timeout, max_epochs=args.max_epochs)
