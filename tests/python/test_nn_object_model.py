@@ -339,7 +339,7 @@ def test_builtin_loss_objects_inside_call_and_add_loss_only_models():
     with pytest.raises(TypeError, match="cannot be called on symbolic tensors"):
         class Bad(keras.layers.Layer):
             def call(self, p):
-                self.add_loss(keras.losses.Huber()(p, p))
+                self.add_loss(keras.losses.LogCosh()(p, p))
                 return p
         Bad()(keras.Input((2,)))
 
