@@ -40,7 +40,8 @@ from ..symbolic import EAGER_VALUES, STEP_SEED, GraphWriter, KerasTensor, user_l
 from ..tape_steps import _Writer
 from ._common import PyDataset, _from_py_dataset
 
-__all__ = ["fit_eagerly", "warn_traced_anyway", "EagerBatches", "predict_eagerly", "traces_per_batch", "BatchValues"]
+__all__ = ["fit_eagerly", "warn_traced_anyway", "EagerBatches", "predict_eagerly",
+           "traces_per_batch", "BatchValues"]
 
 
 class _CurrentWeights:
