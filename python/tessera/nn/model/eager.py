@@ -340,16 +340,9 @@ def fit_eagerly(model, x=None, y=None, batch_size=None, epochs=1, verbose="auto"
             model._position = {"epoch": epoch + 1, "batch": 0, "acc": None}
             if trace is None:
                 model._hold_metric_state(total_loss, seen, totals)
-            logs = dict(logs)
-            if validation_data is not None and (epoch + 1) % validation_freq == 0:
-                vlogs = model._validate(validation_data, validation_batch_size or batch_size,
-                                        validation_steps, cbs)
-                logs.update({f"val_{k}": v for k, v in vlogs.items()})
-            took = time.perf_counter() - start
-            cbs.on_epoch_end(epoch, logs)
-            history._add(epoch, logs)
-            if verbose:
-                model._progress_end(epoch, epochs, logs, took)
+            model._end_epoch(epoch, epochs, logs, start, cbs, history, verbose,
+                             (validation_data, validation_batch_size or batch_size,
+                              validation_steps, validation_freq))
             if model.stop_training:
                 break
         model._ema_finalize()

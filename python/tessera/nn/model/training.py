@@ -469,19 +469,9 @@ class TrainingMixin:
                 self._position = {"epoch": epoch + 1, "batch": 0, "acc": None}
                 if trace is None:
                     self._hold_metric_state(total_loss, seen, totals)  # model.metrics
-                logs = dict(logs)
-                if validation_data is not None and (epoch + 1) % validation_freq == 0:
-                    # in batches of validation_batch_size, else fit's, as Keras (a model
-                    # whose call depends on the batch, the switch transformer's fixed
-                    # tokens per batch, validates as it trains; callbacks count its batches)
-                    vlogs = self._validate(validation_data, validation_batch_size or
-                                           batch_size, validation_steps, cbs)
-                    logs.update({f"val_{k}": v for k, v in vlogs.items()})
-                took = time.perf_counter() - start
-                cbs.on_epoch_end(epoch, logs)  # may add to the logs (learning_rate)
-                history._add(epoch, logs)
-                if verbose:
-                    self._progress_end(epoch, epochs, logs, took)
+                self._end_epoch(epoch, epochs, logs, start, cbs, history, verbose,
+                                (validation_data, validation_batch_size or batch_size,
+                                 validation_steps, validation_freq))
                 if self.stop_training:
                     break
             self._ema_finalize()
@@ -757,6 +747,24 @@ class TrainingMixin:
         msg += f" - {time.perf_counter() - start:.1f}s"
         sys.stdout.write(msg)
         sys.stdout.flush()
+
+    def _end_epoch(self, epoch, epochs, logs, start, cbs, history, verbose, validation):
+        """An epoch's end in fit (compiled or run_eagerly): the validation when
+        `validation` = (data, batch size, steps, freq) says so, on_epoch_end (which may
+        add to the logs: learning_rate), the History and the progress line."""
+        logs = dict(logs)
+        data, batch_size, steps, freq = validation
+        if data is not None and (epoch + 1) % freq == 0:
+            # in batches of validation_batch_size, else fit's, as Keras (a model whose call
+            # depends on the batch, the switch transformer's fixed tokens per batch,
+            # validates as it trains; callbacks count its batches)
+            vlogs = self._validate(data, batch_size, steps, cbs)
+            logs.update({f"val_{k}": v for k, v in vlogs.items()})
+        took = time.perf_counter() - start
+        cbs.on_epoch_end(epoch, logs)
+        history._add(epoch, logs)
+        if verbose:
+            self._progress_end(epoch, epochs, logs, took)
 
     def _progress_end(self, epoch, epochs, logs, took):
         parts = [f"Epoch {epoch + 1}/{epochs}"]
