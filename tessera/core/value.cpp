@@ -395,6 +395,12 @@ std::ptrdiff_t Dict::walk_to(const Value& key) const {
   return -1;
 }
 
+namespace {
+// Whether an index of `words` words (two a slot) is too full for n + 1
+// items: more than two thirds of its slots taken, as CPython's dicts.
+bool dict_index_full(size_t words, size_t n) { return 3 * (n + 1) > words; }
+}  // namespace
+
 void Dict::index_item(size_t position, uint64_t hash, bool integral) {
   DictProbe probe(hash, slots_.size() / 2 - 1);
   while (slots_[2 * probe.slot + 1] != 0) probe.next();
@@ -404,7 +410,10 @@ void Dict::index_item(size_t position, uint64_t hash, bool integral) {
 
 void Dict::rebuild_index(size_t room) {
   size_t capacity = 16;
-  while (capacity < 2 * (std::max(room, items.size()) + 1)) capacity *= 2;
+  // At most a third full once built (CPython's dicts: used * 3), so that the
+  // index grows fourfold each time and a dict of n keys rebuilds it about
+  // log4(n) times.
+  while (capacity < 3 * (std::max(room, items.size()) + 1)) capacity *= 2;
   slots_.assign(2 * capacity, 0);
   for (size_t p = 0; p < items.size(); ++p) {
     bool integral;
@@ -416,7 +425,7 @@ void Dict::rebuild_index(size_t room) {
 
 void Dict::reserve(size_t n) {
   items.reserve(n);
-  if (n >= kDictIndexFrom && slots_.size() / 2 < 2 * (n + 1)) rebuild_index(n);
+  if (n >= kDictIndexFrom && dict_index_full(slots_.size(), n)) rebuild_index(n);
 }
 
 std::ptrdiff_t Dict::position(const Value& key) const {
@@ -463,7 +472,7 @@ void Dict::set(Value key, Value value) {
   }
   const bool integral = dict_exact_integral(key);
   append(std::move(key), std::move(value));
-  if (2 * (items.size() + 1) > slots_.size() / 2) {
+  if (dict_index_full(slots_.size(), items.size())) {
     rebuild_index(items.size());
   } else {
     index_item(items.size() - 1, h, integral);
@@ -509,7 +518,7 @@ void Dict::set_int(int64_t key, Value value) {
   } else {
     items.edit().emplace_back(Value(key), std::move(value));
   }
-  if (2 * (items.size() + 1) > slots_.size() / 2) {
+  if (dict_index_full(slots_.size(), items.size())) {
     rebuild_index(items.size());
   } else {
     slots_[2 * empty_slot] = hash;
@@ -580,7 +589,7 @@ void Dict::set_int_number(int64_t key, uint64_t bits, DictValueKind kind) {
   }
   items.numbers_.push_back(DictNumber{uint64_t(key), bits});
   items.kinds_.push_back(uint8_t(kDictNumInt | (vk << 2)));
-  if (2 * (items.size() + 1) > slots_.size() / 2) {
+  if (dict_index_full(slots_.size(), items.size())) {
     rebuild_index(items.size());
   } else {
     slots_[2 * empty_slot] = hash;

@@ -487,6 +487,17 @@ struct Gen {
   // an append to xs after the loop neither bails nor copies the list.
   std::set<const FNode*> iterate_alias;
   std::vector<bool> no_held;
+  // Checks that no register but `r` holds the object `obj` (a write through
+  // r would be seen there: the interpreter's), written at the end of build
+  // over the object registers alone, once every register's kind is known:
+  // `block` gets the comparisons and stores the answer in `other`, then
+  // branches to `next`.
+  struct HeldCheck {
+    llvm::BasicBlock *block, *next;
+    int r;
+    llvm::Value *obj, *other;
+  };
+  std::vector<HeldCheck> held_checks;
   std::vector<llvm::BasicBlock*> sweeps;
   std::map<int, llvm::Value*> counts;     // slot -> i64 alloca
   llvm::Value *undo_ptr = nullptr, *undo_n = nullptr, *undo_cap = nullptr;
@@ -2209,6 +2220,7 @@ struct Gen {
     CV first;
     llvm::Value* key = dict_key(keys.data(), keys.size(), &first);
     llvm::BasicBlock* same_there = nullptr;
+    llvm::Value* missing = b.getInt64(0);  // the key known not there (native_dict_set's)
     const int ck = v.s ? -1 : compact_kind(v.k);
     const bool probed = keys.size() == 1 && is_int(static_cast<Reg::Kind>(first.k)) && ck > 0;
     if (probed) {
@@ -2223,15 +2235,20 @@ struct Gen {
       auto [same, bits] = dict_probed_value(p, ck);
       b.CreateCondBr(b.CreateAnd(same, b.CreateICmpEQ(bits, to_payload(v))), same_there, write);
       b.SetInsertPoint(write);
+      missing = b.CreateZExt(b.CreateAnd(p.decided, b.CreateICmpSLT(p.pos, b.getInt64(0))), i64);
     }
-    auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i8p, i64, i8p, i8p}, false);
+    // Another register holding this dict: left to the interpreter (the
+    // helper is then told of no register to look at).
+    bail_if(held_elsewhere(r, d.v));
+    auto* ft =
+        llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i8p, i64, i8p, i8p, i64}, false);
     llvm::Value* view = probed ? b.CreateBitCast(dict_view_of(r).buf, i8p)
                                : llvm::ConstantPointerNull::get(llvm::cast<llvm::PointerType>(i8p));
     llvm::Value* rc = b.CreateCall(
         ft, fptr(reinterpret_cast<void*>(&native_dict_set), ft),
-        {cptr, b.CreateBitCast(held, i8p), b.getInt64(static_cast<int64_t>(regs.size())),
-         b.getInt64(r), d.v, key, b.getInt64(static_cast<int64_t>(keys.size())),
-         b.CreateBitCast(item, i8p), view});
+        {cptr, b.CreateBitCast(held, i8p), b.getInt64(0), b.getInt64(r), d.v, key,
+         b.getInt64(static_cast<int64_t>(keys.size())), b.CreateBitCast(item, i8p), view,
+         missing});
     bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
     if (probed) {
       // The view after the write, given by the call itself (taken at the
@@ -2249,6 +2266,17 @@ struct Gen {
     }
     count(n.counter);
     return d;
+  }
+  // Whether a register other than r holds object `obj` now (i1): its
+  // comparisons are written at the end of build (HeldCheck).
+  llvm::Value* held_elsewhere(int r, llvm::Value* obj) {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    HeldCheck c{llvm::BasicBlock::Create(ctx, "held_check", fn),
+                llvm::BasicBlock::Create(ctx, "held_checked", fn), r, obj, e.CreateAlloca(i1)};
+    b.CreateBr(c.block);
+    b.SetInsertPoint(c.next);
+    held_checks.push_back(c);
+    return b.CreateLoad(i1, c.other);
   }
   // {} and set() made in the loop (an empty dict: native_dict_new).
   CV new_dict(const FNode& n) {
@@ -4706,6 +4734,18 @@ struct Gen {
       for (size_t r = 0; r < regs.size(); ++r)
         if (kind[r] == Reg::Obj && val[r])
           store_obj(r, b.CreateLoad(i1, def[r]), b.CreateLoad(i64, val[r]));
+    }
+    for (const HeldCheck& c : held_checks) {
+      b.SetInsertPoint(c.block);
+      llvm::Value* other = b.getFalse();
+      llvm::Value* o = b.CreateTrunc(c.obj, i32);
+      for (size_t k = 0; k < regs.size(); ++k)
+        if (static_cast<int>(k) != c.r && kind[k] == Reg::Obj && val[k] && !no_held[k])
+          other = b.CreateOr(other, b.CreateICmpEQ(b.CreateLoad(i32, b.CreateConstInBoundsGEP1_64(
+                                                                      i32, held, k)),
+                                                   o));
+      b.CreateStore(other, c.other);
+      b.CreateBr(c.next);
     }
     // Blocks left without a terminator after a break: unreachable.
     for (llvm::BasicBlock& bb : *fn) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native_dicts.hpp"
 
 namespace tessera {
 
@@ -117,8 +118,7 @@ extern "C" int32_t native_list_append(NativeCtx* c, const int32_t* held, int64_t
   if (c->state == nullptr) return 1;
   FastLoop::Impl::State& st = *c->state;
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
-  for (int64_t k = 0; k < nheld; ++k)
-    if (k != r && held[k] == obj) return 1;
+  if (native_held_elsewhere(held, nheld, r, obj)) return 1;
   try {
     return FastLoop::Impl::list_push(st, static_cast<int32_t>(obj),
                                      FastLoop::Impl::to_value(*item, st))

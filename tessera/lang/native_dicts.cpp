@@ -125,12 +125,11 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
 namespace {
 
 int32_t ndict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r, int64_t obj,
-                  const Reg* keys, int64_t nkeys, const Reg* value) {
+                  const Reg* keys, int64_t nkeys, const Reg* value, bool missing) {
   if (ndict_at(c, obj) == nullptr || !value->scalar()) return 1;
   // Another register holding the same dict would see the change (Python's
   // aliasing): the interpreter's, which leaves it to the general path.
-  for (int64_t k = 0; k < nheld; ++k)
-    if (k != r && held[k] == obj) return 1;
+  if (native_held_elsewhere(held, nheld, r, obj)) return 1;
   FastLoop::Impl::State& st = *c->state;
   try {
     if (nkeys == 1 && keys[0].int_payload()) {
@@ -141,10 +140,13 @@ int32_t ndict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r, i
       if (ndict_number_bits(*value, bits, vk)) {
         // A compact dict: the register's bits compared and written as they
         // are (Dict::find_int_number, set_int_number), no Value made.
-        uint64_t old_bits;
-        DictValueKind old_kind;
+        uint64_t old_bits = 0;
+        DictValueKind old_kind = DictValueKind::nil;
+        const Dict& now = st.objects[static_cast<size_t>(obj)].as_dict();
+        // The code's probe read this very index: a key it did not find is
+        // not there (only a compact dict is probed by the code).
         const std::ptrdiff_t at =
-            st.objects[static_cast<size_t>(obj)].as_dict().find_int_number(k, old_bits, old_kind);
+            missing && now.items.compact() ? -1 : now.find_int_number(k, old_bits, old_kind);
         if (at >= 0 && old_kind == vk && old_bits == bits) {
           ++st.inline_ops;
           return 0;
@@ -191,8 +193,8 @@ int32_t ndict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r, i
 
 extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
                                    int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value,
-                                   uint64_t* view) {
-  const int32_t rc = ndict_set(c, held, nheld, r, obj, keys, nkeys, value);
+                                   uint64_t* view, int64_t missing) {
+  const int32_t rc = ndict_set(c, held, nheld, r, obj, keys, nkeys, value, missing == 1);
   if (rc == 0 && view != nullptr) view[4] = static_cast<uint64_t>(native_dict_view(c, obj, view));
   return rc;
 }

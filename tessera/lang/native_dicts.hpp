@@ -14,6 +14,18 @@
 
 namespace tessera {
 
+// Whether a register other than `r` holds object `obj` (`held`: each of the
+// `nheld` registers' object, -1 none): a write through `r` would be seen
+// there (Python's aliasing), so the interpreter does it. Counted without a
+// branch, so that the compiler vectorises it: it runs at every helper write.
+inline bool native_held_elsewhere(const int32_t* held, int64_t nheld, int64_t r, int64_t obj) {
+  const auto o = static_cast<int32_t>(obj);
+  int32_t hits = 0;
+  for (int64_t k = 0; k < nheld; ++k) hits += held[k] == o ? 1 : 0;
+  if (r >= 0 && r < nheld && held[r] == o) --hits;
+  return hits > 0;
+}
+
 // What native_dict_find reports.
 enum NativeDictFound : int32_t {
   kNativeDictHit = 0,   // the key is there (its value, when asked for, in `out`)
@@ -35,10 +47,12 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
 // when left to the interpreter: no dict there, another register holds it
 // (it would see the change), a key or value it does not take. `view` (five
 // words, or null): after a write, the dict's view as native_dict_view gives
-// it, view[4] its result (the code's next probe needs no call).
+// it, view[4] its result (the code's next probe needs no call). `missing`:
+// 1 when the code's own probe found the int key not there (not looked up
+// again), 0 when it does not know.
 extern "C" int32_t native_dict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
                                    int64_t obj, const Reg* keys, int64_t nkeys, const Reg* value,
-                                   uint64_t* view);
+                                   uint64_t* view, int64_t missing);
 
 // The index and items of the compact dict at `obj`, for the generated code's
 // own probe of int keys within +-2**53 (Dict::int_probe; the slots' layout

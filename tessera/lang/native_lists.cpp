@@ -46,9 +46,7 @@ Value* nlists_list(FastLoop::Impl::State& st, int64_t obj) {
 
 
 bool nlists_aliased(const int32_t* held, int64_t nheld, int64_t r, int64_t obj) {
-  for (int64_t k = 0; k < nheld; ++k)
-    if (k != r && held[k] == obj) return true;
-  return false;
+  return native_held_elsewhere(held, nheld, r, obj);
 }
 
 // Whether t[i][j] = item may be done in place (native_list2_set's ask).
