@@ -208,8 +208,8 @@ for _op, _cmp in (("min", "<"), ("max", ">")):
 # between them (Unicode's decimal digits, "١٢", count as 0-9), a base-0 number
 # with a leading 0 only if it is zero. __int_parse gives the int, or why not:
 # "invalid", "overflow" (past int64: accumulated negative, checked before each
-# step, and only reported for an otherwise valid string, as Python would have read
-# it) or, as a string, the count of digits past Python's limit for bases other than
+# step past the twelfth digit, as 36**12 < 2**63, and only reported for an
+# otherwise valid string, as Python would have read it) or, as a string, the count of digits past Python's limit for bases other than
 # powers of two. AT(k) is the character at k as int() reads it ("" past the end, a
 # non-ASCII one through __int_char) and BLANK whether c is a blank, both written
 # into the text (a call of the language's per character doubled int(c)'s time).
@@ -240,8 +240,9 @@ HELPERS["__int_parse"] = """define(__int_parse, s, base, lim, block(
         define(d, str_find("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", c)),
         if(d >= 36, define(d, d - 26)),
         if(d < 0 || d >= b, define(go, false), block(define(digits, digits + 1),
-          if(!ovf, if(r < edge || (r == edge && d > slack), define(ovf, true),
-            define(r, r * b - d))))))),
+          if(digits <= 12, define(r, r * b - d),
+            if(ovf || r < edge || (r == edge && d > slack), define(ovf, true),
+              define(r, r * b - d))))))),
       if(go, block(define(prev, c), define(i, i + 1), define(c, AT(i)), define(go, c != ""))))),
     if(bad || prev == "_", "invalid",
     if(lim > 0 && digits > lim && b != 2 && b != 4 && b != 8 && b != 16 && b != 32, str(digits),
