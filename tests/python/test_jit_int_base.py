@@ -10,7 +10,8 @@ each run by CPython and by tessera.jit on the same arguments.
 - One-argument ``int(s)`` takes the same parse in base 10.
 - ``x * 3``, ``x << 62``, ``-x`` ... past int64: an OverflowError (it was a
   ValueError) with the same message at the same line from native loop code,
-  the loop interpreter and the general evaluation, at 1 and 2 threads.
+  the loop interpreter and the general evaluation, at 1 and 2 threads, in
+  ``range`` and ``tessera.prange`` loops.
 """
 
 import random
@@ -313,8 +314,24 @@ def fourth_powers(n):
     return acc
 
 
+def parallel_fourth_powers(n):
+    acc = 0
+    for i in tessera.prange(n):
+        acc += i * i * i * i
+    return acc
+
+
+def parallel_triple(n):
+    acc = 1
+    for _ in tessera.prange(n):
+        acc *= 3
+    return acc
+
+
 OVERFLOW_CASES = [(triple, (30,)), (triple, (50,)), (doubled, (62,)), (doubled, (63,)),
-                  (fourth_powers, (1000,)), (fourth_powers, (100000,))]
+                  (fourth_powers, (1000,)), (fourth_powers, (100000,)),
+                  (parallel_fourth_powers, (1000,)), (parallel_fourth_powers, (100000,)),
+                  (parallel_triple, (39,)), (parallel_triple, (40,))]
 
 _OVERFLOW_SCRIPT = """
 import sys; sys.path.insert(0, {here!r})
@@ -334,13 +351,16 @@ NOTE = "does not fit in int64 (Python would give a big integer; tessera's ints a
 def _first_overflow(f, n):
     """The step of f's loop (run here in Python, each operation checked) whose
     operands fit in int64 and whose result does not: '[op] ... a sym b'."""
-    acc = 0 if f is fourth_powers else 1
+    powers = f in (fourth_powers, parallel_fourth_powers)
+    acc = 0 if powers else 1
     for i in range(n):
-        if f is fourth_powers:
+        if powers:
             steps = [("multiply", "*", i, i), ("multiply", "*", i * i, i),
                      ("multiply", "*", i * i * i, i), ("iadd", "+", acc, i**4)]
+        elif f is doubled:
+            steps = [("left_shift", "<<", acc, 1)]
         else:
-            steps = [("multiply", "*", acc, 3)] if f is triple else [("left_shift", "<<", acc, 1)]
+            steps = [("multiply" if f is triple else "imul", "*", acc, 3)]
         for name, sym, a, b in steps:
             r = a << b if sym == "<<" else (a * b if sym == "*" else a + b)
             if r not in INT64:
@@ -361,7 +381,7 @@ def test_overflow_is_an_overflow_error_on_every_path():
         out, log = run_script(_OVERFLOW_SCRIPT, **env, TESSERA_CACHE_DIR="0")
         assert out.splitlines() == want * 2, (mode, out, want)  # threads 1 and 2
         if mode == "native":  # (<< has no native code: doubled's loop is interpreted)
-            for f in (triple, fourth_powers):
+            for f in (triple, fourth_powers, parallel_fourth_powers, parallel_triple):
                 assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
 
 
