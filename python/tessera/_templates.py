@@ -172,9 +172,15 @@ INLINE = {
   if(type($r) == "int", $r, INT_RAISE))""".replace(
         "INT_RAISE", _int_raise("$x", "$b", "$3", 'concat(", ", str($b))')),
     # int(s) of a string: the same parse in base 10 (the message names no base).
-    # A single ASCII digit (int(c) for c in str(n)) is read here, without a call.
-    "str_to_int": """block(define($s, $1),
-  define($r, if(len($s) == 1, str_find("0123456789", $s), -1)),
+    # Up to 18 ASCII digits and nothing else (int(c) for c in str(n), int(str(k)))
+    # are read here, with a third of __int_parse's work per character and no
+    # overflow to check; anything else goes to __int_parse.
+    "str_to_int": """block(define($s, $1), define($n, len($s)),
+  define($r, if($n == 1, str_find("0123456789", $s), -1)),
+  if($r < 0 && $n > 1 && $n < 19, block(define($i, 0), define($v, 0), define($ok, true),
+    while($ok && $i < $n, block(define($d, str_find("0123456789", getitem($s, $i))),
+      if($d < 0, define($ok, false), block(define($v, $v * 10 + $d), define($i, $i + 1))))),
+    if($ok, define($r, $v)))),
   if($r < 0, define($r, __int_parse($s, 10, $2))),
   if(type($r) == "int", $r, INT_RAISE))""".replace("INT_RAISE", _int_raise("$s", "10", "$2", '""')),
     # x.tolist(): __to_list, its argument's kind checked at the user's line; a list,

@@ -199,7 +199,9 @@ def test_the_digit_limit_is_pythons_when_translated():
 
 
 def test_int_of_a_string_in_base_10_as_python():
-    for s in (" 7 ", "1_000", "0x1", "-0", "007", "١٢٣", "\u3000-5\x85", "\x1c5", "5 5", "",
+    # (1 to 18 ASCII digits take a shorter path: its ends and what leaves it)
+    for s in ("7", "x", "٣", "42", "007", "9" * 18, "9" * 19, "12a", "12٣", "1_2", "12 ", "-12",
+              " 7 ", "1_000", "0x1", "-0", "١٢٣", "\u3000-5\x85", "\x1c5", "5 5", "",
               "9223372036854775807", "9223372036854775808", "-9223372036854775809",
               "99999999999999999999x", "1" * 4301, "z" * 300):
         assert_as_python(parse_one, s)
