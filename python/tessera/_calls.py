@@ -12,17 +12,20 @@ import builtins
 import inspect
 import json
 import string
+import sys
 
 import numpy as np
 
 from . import _list_args as L
 from . import _numpy_map as M
 from . import _random_lib as R
+from . import _templates
 from . import _translate as T
 from . import _type_tests as TT
 from . import _ufuncs as U
 from ._numpy_lib import LIBRARY, PAD_MODES, SPECIAL
 from ._sets import SET_CALLS
+from ._templates import ERROR_TAG
 
 # the modules of tessera's NumPy library (functions translated per call site)
 LIBRARY_MODULES = ("tessera._numpy_lib", "tessera._numpy_apply_lib")
@@ -52,6 +55,10 @@ def _string_like(node, fdef, depth=0) -> bool:
         return isinstance(f, ast.Attribute) and f.attr in _STR_METHODS
     if isinstance(node, ast.Subscript):
         return _string_like(node.value, fdef, depth + 1)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult, ast.Mod)):
+        # s + t, s * 3, "%d" % n: a string when a side of + or * is one, or % formats one
+        sides = (node.left,) if isinstance(node.op, ast.Mod) else (node.left, node.right)
+        return any(_string_like(side, fdef, depth + 1) for side in sides)
     if not isinstance(node, ast.Name):
         return False
     for n in ast.walk(fdef):
@@ -298,6 +305,8 @@ class CallsMixin(U.UfuncMethodsMixin):
 
     def convert_call(self, dt, obj, label, node, args, kws) -> str:
         """``float(x)``, ``np.float32(x)``: a conversion to a dtype."""
+        if obj is int and label == "int" and (len(args) >= 2 or kws):
+            return self.int_with_base(node, args, dict(kws))
         if len(args) != 1 or kws:
             self.unsupported(f"{label}() with other than one argument", node)
         a = args[0]
@@ -313,10 +322,45 @@ class CallsMixin(U.UfuncMethodsMixin):
             v = self.b.tmp("v")
             number = self.inline("python_number", v, T.string_literal(dt), label=label)
             return (f"block(define({v}, {self.expr(a)}), if(type({v}) == \"string\", "
-                    f"{self.inline('str_to_int', v)}, {number}))")
+                    f"{self.int_parse('str_to_int', v)}, {number}))")
         if obj in (int, float) and not isinstance(a, ast.Constant):
             return self.inline("python_number", self.expr(a), T.string_literal(dt), label=label)
         return f"astype({self.expr(a)}, {T.string_literal(dt)})"
+
+    def int_with_base(self, node, args, kws) -> str:
+        """``int(s, base)``, ``int(s, base=b)``: Python's parse of the string s in
+        base b (0 or 2..36), with Python's errors at the user's line; a call
+        Python itself refuses is its TypeError there too."""
+        error = None
+        if len(args) + len(kws) > 2:
+            error = f"int() takes at most 2 arguments ({len(args) + len(kws)} given)"
+        elif set(kws) - {"base"}:
+            bad = next(k for k in kws if k != "base")
+            error = f"'{bad}' is an invalid keyword argument for int()"
+        elif not args:
+            error = "int() missing string argument"
+        if error is not None:
+            # evaluated as Python would (arguments first), then its TypeError
+            texts = [self.expr(a) for a in args] + [self.expr(v) for v in kws.values()]
+            return (f"block({''.join(t + ', ' for t in texts)}"
+                    f"assert(false, \"{ERROR_TAG}TypeError] {error}\"))")
+        x, base = args[0], args[1] if len(args) == 2 else kws["base"]
+        if isinstance(x, ast.Constant) and isinstance(base, ast.Constant):
+            try:  # a literal the translator can read as Python does
+                value = int(x.value, base.value)
+            except (TypeError, ValueError):
+                value = None
+            if isinstance(value, int) and -(2**63) <= value < 2**63:
+                return T.int_literal(value)
+        return self.int_parse("int_base", self.expr(x), self.expr(base))
+
+    def int_parse(self, name, *values) -> str:
+        """The inline expansion ``name`` (int_base, str_to_int) of ``values`` and
+        Python's digit limit, with the helpers it calls."""
+        _templates.int_parse_helpers()
+        self.b.helper("__py_type_name")
+        self.b.helper("__int_parse")
+        return self.inline(name, *values, str(sys.get_int_max_str_digits()))
 
     def emit_spec(self, spec: M.Spec, args, kws, node, receiver: str | None = None) -> str:
         texts = [receiver] if receiver is not None else []
@@ -799,7 +843,7 @@ class CallsMixin(U.UfuncMethodsMixin):
                 return "complex(0.0)"
             return f"complex({', '.join(texts())})"
         if name in ("int", "float", "bool"):
-            if not args:
+            if not args and not kws:
                 return {"int": "0", "float": "0.0", "bool": "false"}[name]
             obj = {"int": int, "float": float, "bool": bool}[name]
             return self.convert_call(T.dtype_name_of(obj), obj, name, node, args, kws)

@@ -407,7 +407,7 @@ def _math_int(x, fn):
 
 
 def _math_factorial(n):
-    """Python's math.factorial (an int beyond int64 is tessera's overflow error)."""
+    """Python's math.factorial (an int beyond int64 is an OverflowError)."""
     n = _math_int(n, "factorial")
     if n < 0:
         raise ValueError("[math.factorial] factorial() not defined for negative values: got "

@@ -319,7 +319,7 @@ MATH_RENAMES = {
 }
 MATH_INT_RESULT = {"floor", "ceil"}  # math.floor(x) is an int
 # math.NAME written in Python (tessera/_numpy_apply_lib.py's _math_NAME): Python's
-# integer functions among them (an int beyond int64 is tessera's overflow error).
+# integer functions among them (an int beyond int64 is an OverflowError).
 MATH_LIBRARY = {"isclose", "erf", "erfc", "factorial", "perm", "comb", "gcd", "lcm", "isqrt"}
 MATH_CONSTANTS = {"pi", "e", "inf", "nan", "tau"}
 

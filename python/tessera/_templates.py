@@ -6,6 +6,7 @@ errors (ERROR_TAG, RAISABLE: jit.py turns them back into Python's exceptions).
 
 from __future__ import annotations
 
+import re
 import secrets
 
 # Small functions in the language that some Python constructs need; a program
@@ -33,6 +34,20 @@ HELPERS.update({
   if(str_endswith(t, " array"), if(ndim(x) == 0, concat("numpy.", str_replace(t, " array", "")),
     "numpy.ndarray"), t)))))""",
 })
+
+
+def _int_raise(s: str, base: str, lim: str, b_text: str) -> str:
+    """What __int_parse reported ($r) raised as Python's exception, inline (at the
+    user's line); Python's ValueError shows at most 200 characters of repr(s)."""
+    return f"""if($r == "overflow",
+  assert(false, concat("$EOverflowError] int(", repr({s}), {b_text}, ") does not fit in the ",
+    "64-bit integers of a jit function (Python would give a big integer)")),
+  if($r == "invalid", assert(false, concat("$EValueError] invalid literal for int() with base ",
+    str({base}), ": ", getitem(repr({s}), slice(0, 200, nil)))),
+  assert(false, concat("$EValueError] Exceeds the limit (", str({lim}), " digits) for integer ",
+    "string conversion: value has ", str($r), " digits; use sys.set_int_max_str_digits() to ",
+    "increase the limit"))))"""
+
 
 # The builtin exceptions a jit function may raise (raise_stmt; jit.py maps them back).
 RAISABLE = ("ArithmeticError", "AssertionError", "AttributeError", "Exception",
@@ -139,28 +154,46 @@ INLINE = {
       "use sum(sorted(s)) (element ", str($v), ")"))),
     define($t, $t + $v), define($i, $i + 1))),
   $t)""",
-    # int(s) of a string as Python reads it in base 10: blanks around, a sign, digits
-    # with single underscores between them; anything else is Python's ValueError
-    # (its message built only then: a concat at every call was most of int(c)'s time
-    # in `int(c) for c in str(n)`), more than int64 holds an OverflowError.
-    "str_to_int": """block(define($s, $1),
-  define($t, str_strip($s)), define($n, len($t)), define($i, 0), define($neg, false),
-  define($r, 0), define($ok, true), define($prev, "_"),
-  if($n > 0, if(getitem($t, 0) == "-" || getitem($t, 0) == "+", block(
-    define($neg, getitem($t, 0) == "-"), define($i, 1)))),
-  while($ok && $i < $n, block(define($c, getitem($t, $i)),
-    if($c == "_", define($ok, $prev != "_"), block(
-      define($d, str_find("0123456789", $c)),
-      if($d < 0, define($ok, false), block(
-        if(if($neg, $r < -922337203685477580 || ($r == -922337203685477580 && $d > 8),
-              $r > 922337203685477580 || ($r == 922337203685477580 && $d > 7)),
-          assert(false, concat("$EOverflowError] int(", repr($s), ") does not fit in the ",
-                               "64-bit integers of a jit function"))),
-        define($r, if($neg, $r * 10 - $d, $r * 10 + $d)))))),
-    define($prev, $c), define($i, $i + 1))),
-  if(not_($ok) || $prev == "_", assert(false,
-    concat("$EValueError] invalid literal for int() with base 10: ", repr($s)))),
-  $r)""",
+    # int(s, base), int(s, base=b): Python's checks in Python's order (the base an
+    # integer, then its range, then s a string), then __int_parse, whose verdict is
+    # raised here, at the user's line, with Python's message. $3 is
+    # sys.get_int_max_str_digits() when the function was translated. Up to 12
+    # digits of the base (ASCII) and nothing else, which cannot overflow
+    # (36**12 < 2**63), are read here, with a third of __int_parse's work.
+    "int_base": """block(define($x, $1), define($b, $2), define($t, type($b)),
+  if($t == "bool", define($b, if($b, 1, 0)), if($t != "int",
+    if(str_endswith($t, " array") && ndim($b) == 0
+         && (str_startswith($t, "int") || str_startswith($t, "uint")), define($b, item($b)),
+      assert(false, concat("$ETypeError] '", __py_type_name($b),
+                           "' object cannot be interpreted as an integer"))))),
+  if($b != 0 && ($b < 2 || $b > 36),
+    assert(false, "$EValueError] int() base must be >= 2 and <= 36, or 0")),
+  if(type($x) != "string",
+    assert(false, "$ETypeError] int() can't convert non-string with explicit base")),
+  define($n, len($x)), define($r, -1),
+  if($b != 0 && $n > 0 && $n < 13, block(define($i, 0), define($v, 0),
+    while($i < $n, block(
+      define($d, str_find("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                          getitem($x, $i))),
+      if($d >= 36, define($d, $d - 26)),
+      if($d < 0 || $d >= $b, define($i, $n + 1), block(define($v, $v * $b + $d),
+        define($i, $i + 1))))),
+    if($i == $n, define($r, $v)))),
+  if($r < 0, define($r, __int_parse($x, $b, $3))),
+  if(type($r) == "int", $r, INT_RAISE))""".replace(
+        "INT_RAISE", _int_raise("$x", "$b", "$3", 'concat(", ", str($b))')),
+    # int(s) of a string: the same parse in base 10 (the message names no base).
+    # Up to 18 ASCII digits and nothing else (int(c) for c in str(n), int(str(k)))
+    # are read here, with a third of __int_parse's work per character and no
+    # overflow to check; anything else goes to __int_parse.
+    "str_to_int": """block(define($s, $1), define($n, len($s)),
+  define($r, if($n == 1, str_find("0123456789", $s), -1)),
+  if($r < 0 && $n > 1 && $n < 19, block(define($i, 0), define($v, 0), define($ok, true),
+    while($ok && $i < $n, block(define($d, str_find("0123456789", getitem($s, $i))),
+      if($d < 0, define($ok, false), block(define($v, $v * 10 + $d), define($i, $i + 1))))),
+    if($ok, define($r, $v)))),
+  if($r < 0, define($r, __int_parse($s, 10, $2))),
+  if(type($r) == "int", $r, INT_RAISE))""".replace("INT_RAISE", _int_raise("$s", "10", "$2", '""')),
     # x.tolist(): __to_list, its argument's kind checked at the user's line; a list,
     # dict, string or None has no such method (Python's AttributeError)
     "to_list": """block(define($x, $1), define($t, type($x)),
@@ -183,3 +216,72 @@ for _op, _cmp in (("min", "<"), ("max", ">")):
   while($i < $n, block(define($v, getitem($k, $i)), if($v {_cmp} $m, define($m, $v)),
     define($i, $i + 1))),
   $m)"""
+
+
+# int(s, base) as CPython's PyLong_FromUnicodeObject reads s: blanks around (ASCII's
+# " \t\n\v\f\r" and Unicode's; not "\x1c"-"\x1f", which str.isspace() takes but int()
+# does not), one sign, a 0x/0o/0b prefix (required by base 0, allowed by its own
+# base) and one underscore after it, digits of the base with single underscores
+# between them (Unicode's decimal digits, "١٢", count as 0-9), a base-0 number
+# with a leading 0 only if it is zero. __int_parse gives the int, or why not:
+# "invalid", "overflow" (past int64: accumulated negative, checked before each
+# step past the twelfth digit, as 36**12 < 2**63, and only reported for an
+# otherwise valid string, as Python would have read it) or, as a string, the count of digits past Python's limit for bases other than
+# powers of two. AT(k) is the character at k as int() reads it ("" past the end, a
+# non-ASCII one through __int_char) and BLANK whether c is a blank, both written
+# into the text (a call of the language's per character doubled int(c)'s time).
+_AT = """if({k} >= n, "", block(define(ch, getitem(s, {k})),
+  if(ch > "\x7f", __int_char(ch), ch)))"""
+_BLANK = """(c != "" && str_find(" \\t\\n\x0b\x0c\\r", c) >= 0)"""
+HELPERS["__int_parse"] = """define(__int_parse, s, base, lim, block(
+  define(n, len(s)), define(i, 0), define(c, AT(0)),
+  while(BLANK, block(define(i, i + 1), define(c, AT(i)))),
+  define(neg, false),
+  if(c == "+" || c == "-", block(define(neg, c == "-"), define(i, i + 1), define(c, AT(i)))),
+  define(b, base), define(zero_only, false), define(c1, AT(i + 1)),
+  if(b == 0, if(c != "0", define(b, 10),
+    if(c1 == "x" || c1 == "X", define(b, 16), if(c1 == "o" || c1 == "O", define(b, 8),
+      if(c1 == "b" || c1 == "B", define(b, 2), block(define(zero_only, true), define(b, 10))))))),
+  if(c == "0" && ((b == 16 && (c1 == "x" || c1 == "X")) || (b == 8 && (c1 == "o" || c1 == "O"))
+                  || (b == 2 && (c1 == "b" || c1 == "B"))), block(
+    define(i, i + 2), define(c, AT(i)),
+    if(c == "_", block(define(i, i + 1), define(c, AT(i)))))),
+  if(c == "_", "invalid", block(
+    define(low, (-9223372036854775807 - 1)), define(rem, low % b),
+    define(edge, floor_divide(low, b) + if(rem == 0, 0, 1)),
+    define(slack, if(rem == 0, 0, b - rem)),
+    define(digits, 0), define(prev, ""), define(r, 0), define(ovf, false), define(bad, false),
+    define(go, c != ""),
+    while(go, block(
+      if(c == "_", if(prev == "_", block(define(bad, true), define(go, false))), block(
+        define(d, str_find("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ", c)),
+        if(d >= 36, define(d, d - 26)),
+        if(d < 0 || d >= b, define(go, false), block(define(digits, digits + 1),
+          if(digits <= 12, define(r, r * b - d),
+            if(ovf || r < edge || (r == edge && d > slack), define(ovf, true),
+              define(r, r * b - d))))))),
+      if(go, block(define(prev, c), define(i, i + 1), define(c, AT(i)), define(go, c != ""))))),
+    if(bad || prev == "_", "invalid",
+    if(lim > 0 && digits > lim && b != 2 && b != 4 && b != 8 && b != 16 && b != 32, str(digits),
+    if(digits == 0 || (zero_only && (ovf || r != 0)), "invalid", block(
+      while(BLANK, block(define(i, i + 1), define(c, AT(i)))),
+      if(i < n, "invalid", if(ovf || (!neg && r == low), "overflow", if(neg, r, -r)))))))))))"""
+HELPERS["__int_parse"] = re.sub(r"AT\(([^()]*)\)", lambda m: _AT.format(k=m.group(1)),
+                               HELPERS["__int_parse"]).replace("BLANK", _BLANK)
+HELPER_DEPS["__int_parse"] = ("__int_char",)
+
+
+def int_parse_helpers() -> None:
+    """Adds __int_char, which reads a non-ASCII character as int() does: a Unicode
+    decimal digit as its ASCII digit, a Unicode blank as " ", anything else as "?"
+    (which no number holds). Its tables come from this Python's own Unicode data,
+    made on first use (35 ms): decimal digits come in runs of ten, 0 to 9, and all
+    lie below U+20000."""
+    if "__int_char" in HELPERS:
+        return
+    chars = [chr(i) for i in range(0x80, 0x20000)]
+    digits = "".join(c for c in chars if c.isdecimal())
+    blanks = "".join(c for c in chars if c.isspace())
+    HELPERS["__int_char"] = f"""define(__int_char, c, block(define(k, str_find("{digits}", c)),
+  if(k >= 0, getitem("0123456789", k % 10), if(str_find("{blanks}", c) >= 0, " ", "?"))))"""
+

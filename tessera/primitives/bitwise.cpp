@@ -97,8 +97,8 @@ void check_integral(const Args& a, size_t i, DType dt) {
 }
 
 // Two Python-like scalars: Python's own operators (ints stay ints, bools
-// stay bools for & | ^; a negative shift count and an overflowing left shift
-// are ValueErrors, as Python ints do not wrap).
+// stay bools for & | ^; a negative shift count is a ValueError and an
+// overflowing left shift an OverflowError, as Python ints do not wrap).
 Value scalar_bitwise(const Args& a, BitOp op) {
   const Value& x = a[0];
   const Value& y = a[1];
@@ -114,8 +114,10 @@ Value scalar_bitwise(const Args& a, BitOp op) {
     if (op == BitOp::lshift) {
       int64_t r = shift_left(u, v);
       if (v >= 64 ? u != 0 : shift_right(r, v) != u) {
-        throw std::invalid_argument(error_message("[", a.op(), "] integer overflow: ", u,
-                                                  " << ", v, " does not fit in int64"));
+        // Python's int would grow: its OverflowError, as for + - * (elementwise_ops.cpp).
+        throw std::overflow_error(error_message(
+            "[", a.op(), "] integer overflow: ", u, " << ", v,
+            " does not fit in int64 (Python would give a big integer; tessera's ints are int64)"));
       }
       return Value(r);
     }
@@ -223,7 +225,8 @@ const bool registered_bitwise = register_primitives({
     binary_spec("left_shift", BitOp::lshift,
                 "x << y elementwise, like numpy.left_shift: bits shifted past bit 63 are "
                 "lost (arrays wrap; a count outside [0, 64) gives 0). Two Python ints "
-                "follow Python: a negative count or an overflow is a ValueError. Bool "
+                "follow Python: a negative count is a ValueError, a result past int64 an "
+                "OverflowError (Python's would be a big int). Bool "
                 "arrays on both sides are a TypeError (NumPy gives int8)."),
     binary_spec("right_shift", BitOp::rshift,
                 "x >> y elementwise, like numpy.right_shift (arithmetic: the sign is kept; "

@@ -52,9 +52,15 @@ double as_double(const Value& v) {
 
 int64_t as_int64(const Value& v) { return v.is_int() ? v.as_int() : (v.as_bool() ? 1 : 0); }
 
+// What an int result past int64 is: Python would give a big integer, which
+// tessera's int64 cannot hold, so the nearest honest answer is Python's
+// OverflowError (std::overflow_error), never a wrapped number.
+constexpr const char* kBigIntNote =
+    " does not fit in int64 (Python would give a big integer; tessera's ints are int64)";
+
 [[noreturn]] void overflow(const char* opname, const char* sym, int64_t a, int64_t b) {
-  throw std::invalid_argument(error_message("[", opname, "] integer overflow: ", a, " ", sym, " ",
-                                            b, " does not fit in int64"));
+  throw std::overflow_error(
+      error_message("[", opname, "] integer overflow: ", a, " ", sym, " ", b, kBigIntNote));
 }
 
 int64_t checked_power(int64_t base, int64_t exp, const char* opname) {
@@ -195,9 +201,8 @@ Value scalar_unary(UnaryOp op, const Value& v, const char* opname) {
       case UnaryOp::negative:
       case UnaryOp::abs:
         if (i == kMin) {
-          throw std::invalid_argument(error_message("[", opname,
-                                                    "] integer overflow: ", op_name(op), " of ", i,
-                                                    " does not fit in int64"));
+          throw std::overflow_error(error_message("[", opname, "] integer overflow: ",
+                                                  op_name(op), " of ", i, kBigIntNote));
         }
         return op == UnaryOp::negative || i < 0 ? -i : i;
       case UnaryOp::positive:

@@ -143,13 +143,56 @@ Value scalar_of(const Array& a) {
   }
 }
 
+struct ReprEscapeRange {
+  char32_t first, last;
+};
+#include "tessera/primitives/printable_tables.inc"
+
+// The code point of the UTF-8 sequence at s[i] (its length in n), or 0 with
+// n = 1 for a byte that does not start a whole sequence.
+char32_t repr_code_point(const std::string& s, size_t i, size_t& n) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  if (n == 1 || i + n > s.size()) {
+    n = 1;
+    return 0;
+  }
+  char32_t cp = c & (0x7F >> n);
+  for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+  return cp;
+}
+
+// Whether repr() writes the non-ASCII code point cp as an escape (Python's
+// str.isprintable() refuses it: printable_tables.inc, from Python's own data).
+bool repr_escapes(char32_t cp) {
+  const auto below = [](char32_t v, const ReprEscapeRange& r) { return v < r.first; };
+  const auto* it = std::upper_bound(std::begin(kReprEscaped), std::end(kReprEscaped), cp, below);
+  return it != std::begin(kReprEscaped) && cp <= (it - 1)->last;
+}
+
 std::string string_repr(const std::string& s) {
   const bool has_single = s.find('\'') != std::string::npos;
   const bool has_double = s.find('"') != std::string::npos;
   const char quote = has_single && !has_double ? '"' : '\'';
+  static const char* hex = "0123456789abcdef";
   std::string out(1, quote);
-  for (char ch : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x80) {
+      // Python's repr: \xhh, \uhhhh or \Uhhhhhhhh for a character it does not print
+      size_t n = 1;
+      const char32_t cp = repr_code_point(s, i, n);
+      if (cp != 0 && repr_escapes(cp)) {
+        const int digits = cp <= 0xFF ? 2 : cp <= 0xFFFF ? 4 : 8;
+        out += digits == 2 ? "\\x" : digits == 4 ? "\\u" : "\\U";
+        for (int k = digits - 1; k >= 0; --k) out += hex[(cp >> (4 * k)) & 15];
+      } else {
+        out.append(s, i, n);
+      }
+      i += n - 1;
+      continue;
+    }
     if (ch == quote || ch == '\\') {
       out += '\\';
       out += ch;
@@ -160,7 +203,6 @@ std::string string_repr(const std::string& s) {
     } else if (ch == '\t') {
       out += "\\t";
     } else if (c < 0x20 || c == 0x7f) {
-      static const char* hex = "0123456789abcdef";
       out += "\\x";
       out += hex[c >> 4];
       out += hex[c & 15];

@@ -675,3 +675,16 @@ def test_python_random_shuffle_and_seed_share_numpy_seeding():
     y = np.arange(8.0)
     assert jf(y, 1)[2] == xs
     np.testing.assert_array_equal(x, y)
+
+
+def reprs(s):
+    return repr(s), str([s]), f"{s!r}"
+
+
+def test_repr_of_strings_escapes_what_python_escapes():
+    # Python writes the characters str.isprintable() refuses as \x, \u or \U escapes
+    # (U+00A0, U+3000, U+200B, U+2028, U+E0001, an unassigned U+0378, a private U+E000)
+    # and the others as they are (é, ١, U+1F600)
+    for s in ("a\u00a0b", "\u3000", "\u200b\u2028\x85", "\U000e0001", "\u0378\ue000",
+              "é١\U0001F600", "\x7f\x1c'\"", "\u00ad\u061c\ufeff"):
+        assert tessera.jit(reprs)(s) == reprs(s), s

@@ -482,9 +482,10 @@ import sys; sys.path.insert(0, {here!r})
 import tessera, test_jit_recursion as t
 try:
     print(tessera.jit(t.big_product)(25))
-except ValueError as e:
-    print("ValueError", "integer overflow" in str(e), "test_jit_recursion.py" in str(e))
+except OverflowError as e:  # Python's int would grow: its OverflowError, not a ValueError
+    print("OverflowError", isinstance(e, ValueError), "integer overflow" in str(e),
+          "test_jit_recursion.py" in str(e))
 """
     for mode, env in PATHS.items():
         stdout, _ = run_script(script, **env)
-        assert stdout.split() == ["ValueError", "True", "True"], (mode, stdout)
+        assert stdout.split() == ["OverflowError", "False", "True", "True"], (mode, stdout)

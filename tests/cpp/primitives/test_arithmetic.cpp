@@ -214,26 +214,28 @@ TEST(ArithmeticScalar, PythonSemantics) {
   EXPECT_EQ(call("copysign", {Value(2.0), Value(int64_t{-1})}).as_float(), -2.0);
 }
 
+// Python's ints would grow; tessera's int64 cannot: Python's OverflowError (overflow_error).
 TEST(ArithmeticScalar, IntegerOverflowRaises) {
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
+  EXPECT_TRUE(throws_with<std::overflow_error>(
       [] { call("add", {Value(kMax), Value(int64_t{1})}); },
-      "[add] integer overflow: 9223372036854775807 + 1 does not fit in int64"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
+      "[add] integer overflow: 9223372036854775807 + 1 does not fit in int64 (Python would give a "
+      "big integer; tessera's ints are int64)"));
+  EXPECT_TRUE(throws_with<std::overflow_error>(
       [] { call("subtract", {Value(kMin), Value(int64_t{1})}); }, "[subtract] integer overflow"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
+  EXPECT_TRUE(throws_with<std::overflow_error>(
       [] { call("multiply", {Value(kMax), Value(int64_t{2})}); }, "[multiply] integer overflow"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
+  EXPECT_TRUE(throws_with<std::overflow_error>(
       [] { call("power", {Value(int64_t{2}), Value(int64_t{64})}); },
       "[power] integer overflow: 2 ** 64"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
+  EXPECT_TRUE(throws_with<std::overflow_error>(
       [] { call("floor_divide", {Value(kMin), Value(int64_t{-1})}); },
       "[floor_divide] integer overflow"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
+  EXPECT_TRUE(throws_with<std::overflow_error>(
       [] { call("negative", {Value(kMin)}); },
       "[negative] integer overflow: negative of -9223372036854775808 does not fit in int64"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>([] { call("abs", {Value(kMin)}); },
-                                                 "[abs] integer overflow"));
-  EXPECT_TRUE(throws_with<std::invalid_argument>(
+  EXPECT_TRUE(throws_with<std::overflow_error>([] { call("abs", {Value(kMin)}); },
+                                               "[abs] integer overflow"));
+  EXPECT_TRUE(throws_with<std::overflow_error>(
       [] { call("square", {Value(int64_t{1} << 32)}); }, "[square] integer overflow"));
   EXPECT_EQ(call("power", {Value(int64_t{-2}), Value(int64_t{63})}).as_int(), kMin);
 }

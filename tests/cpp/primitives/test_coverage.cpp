@@ -41,6 +41,9 @@ TEST(Bitwise, IntsBoolsAndShifts) {
                                      "only integer and bool"));
   EXPECT_TRUE(throws_with<std::invalid_argument>(
       [] { call("left_shift", {Value(int64_t{1}), Value(int64_t{-1})}); }, "negative shift"));
+  EXPECT_TRUE(throws_with<std::overflow_error>(
+      [] { call("left_shift", {Value(int64_t{3}), Value(int64_t{62})}); },
+      "[left_shift] integer overflow: 3 << 62 does not fit in int64 (Python would give a big"));
 }
 
 TEST(Einsum, MatmulTraceDiagonalAndEllipsis) {

@@ -216,6 +216,10 @@ TEST(TextStr, PythonForms) {
             "{'k': (1, 2)}");
   EXPECT_EQ(python_repr(Value("a'b\"c\n")), "'a\\'b\"c\\n'");
   EXPECT_EQ(python_repr(Value("\x01")), "'\\x01'");
+  // Python escapes the characters str.isprintable() refuses (U+3000, U+00A0, U+200B,
+  // U+E0001) and prints the others (é, U+1F600) as they are.
+  EXPECT_EQ(python_repr(Value("a\u3000b\u00a0\u200b\U000E0001\u00e9\U0001F600")),
+            "'a\\u3000b\\xa0\\u200b\\U000e0001\u00e9\U0001F600'");
   EXPECT_EQ(python_repr(Array::scalar(0.5)), "np.float64(0.5)");
   EXPECT_EQ(python_repr(Array::scalar_bool(false)), "np.False_");
   EXPECT_EQ(python_str(Array::scalar_int(3)), "3");
