@@ -437,8 +437,9 @@ class CallsMixin(U.UfuncMethodsMixin):
         except TypeError as e:
             raise TypeError(f"[{label}] {e} (at {self.where(node)})") from None
         a = {k: self.expr(v) for k, v in bound.arguments.items()}
-        # One float64 draw, in the form the scalar-loop fast path draws itself.
-        uniform01 = "random_uniform(shape=tuple())"
+        # One float64 draw, in the form the scalar-loop fast path draws itself,
+        # as Python's float (item(): NumPy's float64 is not what Python gives).
+        uniform01 = "item(random_uniform(shape=tuple()))"
         if name == "random":
             return uniform01
         if name == "seed":
@@ -461,7 +462,7 @@ class CallsMixin(U.UfuncMethodsMixin):
             return f"item(random_integers({lo}, {hi}, list()))"
         if name in ("gauss", "normalvariate"):
             mu, sigma = a.get("mu", "0.0"), a.get("sigma", "1.0")
-            return f"(({mu}) + ({sigma}) * random_normal(shape=tuple()))"
+            return f"item(({mu}) + ({sigma}) * random_normal(shape=tuple()))"
         # choice
         return self.inline("choice", a["seq"])
 
