@@ -185,16 +185,22 @@ class Metric(Configurable):
             v.assign(v.value + inc)
         return np.asarray(self.result())
 
-    def expressions_for(self, y, p, w, ctx, label_spec, out_shape) -> List[str]:
-        """The metric's sums as a model's programs write them."""
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape, w_shape=None) -> List[str]:
+        """The metric's sums as a model's programs write them. w_shape: the sample
+        weights' shape as the user gave them, but the batch axis (None: one per sample);
+        update_state sees them so, as in Keras, reshaped from the program's `w` (the
+        same weights, their axes of 1 squeezed)."""
         if not self._stateful():
             return self.expressions(y, p, w)
         shape, dtype = label_spec
         shapes = [(None,) + tuple(shape), (None,) + tuple(out_shape)]
         dtypes = [dtype, "float32"]
         if w is not None:
-            shapes.append((None,))
+            w_shape = tuple(w_shape or ())
+            shapes.append((None,) + w_shape)
             dtypes.append("float32")
+            if w_shape:
+                w = f"reshape({w}, {[-1] + list(w_shape)})"
         ph = _placeholders(shapes, dtypes)
         with collecting_updates() as record, tracing():
             try:
