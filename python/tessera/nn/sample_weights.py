@@ -9,7 +9,7 @@ import numpy as np
 
 from .symbolic import user_location
 
-__all__ = ["squeeze_or_expand_shapes", "weights_fit_loss", "per_entry_shape",
+__all__ = ["squeeze_or_expand_shapes", "same_rank", "weights_fit_loss", "per_entry_shape",
            "check_fit_weights", "class_weights_of"]
 
 
@@ -24,11 +24,26 @@ def squeeze_or_expand_shapes(values: tuple, weights: tuple):
     return v, w
 
 
+def same_rank(values, weights, squeeze, expand_dims):
+    """Keras's squeeze_or_expand_to_same_rank on arrays or symbolic tensors (with their
+    library's squeeze(x, axis) and expand_dims(x, axis))."""
+    v_shape, w_shape = squeeze_or_expand_shapes(values.shape, weights.shape)
+    if len(v_shape) != len(values.shape):
+        values = squeeze(values, axis=-1) if len(v_shape) < len(values.shape) else \
+            expand_dims(values, -1)
+    if len(w_shape) != len(weights.shape):
+        weights = squeeze(weights, axis=-1) if len(w_shape) < len(weights.shape) else \
+            expand_dims(weights, -1)
+    return values, weights
+
+
 def weights_fit_loss(per: tuple, weights: tuple) -> bool:
     """Do weights of this shape multiply a loss of per-entry shape `per` as Keras's
     reduce_weighted_values does (the same rank after squeeze_or_expand, each axis the
     loss's or 1)? Other shapes make Keras raise, or broadcast by coincidence (a batch
     as long as the steps) into an outer product: refused."""
+    if per == ():  # a loss of one value for the whole batch (Dice's): any weights
+        return True
     v, w = squeeze_or_expand_shapes(per, weights)
     return len(v) == len(w) and all(b in (1, a) for a, b in zip(v, w))
 
@@ -39,7 +54,7 @@ def _loss_name(loss) -> str:
 
 def per_entry_shape(loss, y: np.ndarray, out_shape: tuple, n: int) -> tuple:
     """The shape of a loss's values before reduction, (n,) + ...: a built-in loss run on
-    one row (the last axis reduced, or all of them for a per-sample loss such as Dice);
+    one row (the last axis reduced, or all of them: () for Dice's one value of the batch);
     the output's shape but its last axis when that cannot be run."""
     guess = (n,) + tuple(out_shape[:-1])
     if loss is None or None in tuple(out_shape) or len(y) == 0:
@@ -52,7 +67,7 @@ def per_entry_shape(loss, y: np.ndarray, out_shape: tuple, n: int) -> tuple:
             got = np.shape(loss.values(np.asarray(y[:1]), p))
     except Exception:  # (a loss that needs more than one row: its usual shape)
         return guess
-    return (n,) + tuple(got[1:]) if len(got) >= 1 else guess
+    return (n,) + tuple(got[1:]) if len(got) >= 1 else ()  # (): one value for the batch
 
 
 def check_fit_weights(sw: np.ndarray, n: int, outputs: list, where: str,
@@ -85,7 +100,7 @@ def check_fit_weights(sw: np.ndarray, n: int, outputs: list, where: str,
     if len(outputs) != 1:
         return sw.reshape(n) if sw.ndim == 2 else sw
     per = outputs[0][2]
-    _, w = squeeze_or_expand_shapes(per, sw.shape)
+    _, w = squeeze_or_expand_shapes(per, sw.shape) if per else ((), sw.shape)
     if all(d == 1 for d in w[1:]):
         return sw.reshape(n)
     return sw.reshape(w)

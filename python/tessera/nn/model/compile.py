@@ -568,7 +568,8 @@ class CompileMixin:
         """The weights fit/evaluate give the programs, from sample_weight or class_weight
         as Keras's data adapter and losses take them (sample_weights.py); the shape given
         is kept for a Metric subclass's update_state, which Keras gives it as is."""
-        self.__dict__["_sw_given"] = None
+        self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
+        self.__dict__["_sw_held"] = None
         where = self.__dict__.get("_sw_where") or where  # (train_on_batch runs fit)
         if sample_weight is not None and class_weight is not None:
             raise ValueError(f"[{where}] sample_weight and class_weight cannot be given "
@@ -594,15 +595,18 @@ class CompileMixin:
             raise ValueError(f"[{where}] sample_weight[{at}] is {sw[i]}: weights must be "
                              "finite and non-negative")
         self._note_sw_shape(tuple(given[1:]))
+        self.__dict__["_sw_held"] = tuple(sw.shape[1:])
         return sw.astype(self.dtype)
 
     def _note_sw_shape(self, trailing: tuple):
         """The weights' shape as given but the batch axis: a Metric subclass's
-        update_state is written for it (metric_base.expressions_for); programs written
-        for another are written again."""
-        if self.__dict__.get("_sw_written_for", trailing) != trailing:
-            self._programs.clear()
-        self.__dict__["_sw_given"] = self.__dict__["_sw_written_for"] = trailing
+        update_state is written for it (metric_base.expressions_for), so the programs
+        of a model that has one are kept by it (_program's key)."""
+        c = self._compiled
+        stateful = c is not None and any(getattr(m, "_stateful", lambda: False)()
+                                         for ms in c.metrics for m in ms)
+        self.__dict__["_sw_given"] = trailing
+        self.__dict__["_sw_key"] = trailing if stateful else None
 
     def _label_specs_from(self, ys):
         self._compiled_for_outputs()

@@ -50,7 +50,14 @@ class InferenceMixin:
 
     def _validate(self, validation_data, batch_size, steps, cbs=None) -> dict:
         """fit's validation: evaluate, calling the fit's callbacks' on_test_*
-        hooks as Keras does."""
+        hooks as Keras does. (The training weights' shape is kept for fit's programs.)"""
+        held = {k: self.__dict__.get(k) for k in ("_sw_given", "_sw_key", "_sw_held")}
+        try:
+            return self._validate_once(validation_data, batch_size, steps, cbs)
+        finally:
+            self.__dict__.update(held)
+
+    def _validate_once(self, validation_data, batch_size, steps, cbs) -> dict:
         if isinstance(validation_data, _data.Dataset):
             r = self.evaluate(validation_data, verbose=0, return_dict=True, steps=steps,
                               _cbs=cbs)
