@@ -109,6 +109,16 @@ def test_temporal_weights_of_the_shapes_keras_takes(keras, shape):
     _same_logs(ht.history, hk.history)
 
 
+def test_sample_weight_mode_is_keras_2s(keras):
+    """Keras 2's compile(sample_weight_mode="temporal") is gone from Keras 3 (temporal
+    weights are given by their shape): a TypeError naming the argument in both."""
+    for lib in (tn, keras):
+        inp = lib.Input((T, 2))
+        model = lib.Model(inp, lib.layers.Dense(C)(inp))
+        with pytest.raises(TypeError, match="unexpected keyword argument 'sample_weight_mode'"):
+            model.compile("sgd", "mse", sample_weight_mode="temporal")
+
+
 @pytest.mark.parametrize("shape", [(N,), (N, T, C), (N, T + 1)])
 def test_weights_keras_refuses_for_a_per_step_loss(keras, shape):
     """(n,) weights for losses of (n, T) (Keras broadcasts (n,) against the steps and
@@ -192,6 +202,37 @@ def test_weights_of_a_loss_of_one_value_for_the_batch(keras, cls):
         ht = tm.fit(X, y, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
         hk = km.fit(X, y, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
         _same_logs(ht.history, hk.history)
+
+
+@pytest.mark.parametrize("shape", [(N,), (N, 1), (N, T, 1)])
+def test_weights_of_a_py_dataset_as_keras(keras, shape):
+    """A PyDataset's (x, y, sample_weight) batches: their weights checked and taken as
+    arrays' are ((n,) for per-step losses raises in both)."""
+    w = RNG.uniform(0.5, 2.0, shape).astype("float32")
+
+    def batches(lib):
+        class Batches(lib.utils.PyDataset):
+            def __len__(self):
+                return 2
+
+            def __getitem__(self, i):
+                rows = slice(3 * i, 3 * i + 3)
+                return X[rows], Y_SPARSE[rows], w[rows]
+        return Batches()
+    tm, km = _pair(keras, lambda lib: lib.losses.SparseCategoricalCrossentropy(
+        from_logits=True), metrics=("accuracy",))
+    if shape == (N,):
+        with pytest.raises(ValueError):
+            km.fit(batches(keras), epochs=1, verbose=0)
+        with pytest.raises(ValueError, match=r"\[fit\] the dataset's sample_weight \(a batch\) "
+                                             r"of shape \(3,\) does not broadcast to the "
+                                             rf"losses: .* shape \(3, 4\).*{HERE}"):
+            tm.fit(batches(tn), epochs=1, verbose=0)
+        return
+    ht = tm.fit(batches(tn), epochs=2, shuffle=False, verbose=0)
+    hk = km.fit(batches(keras), epochs=2, shuffle=False, verbose=0)
+    _same_logs(ht.history, hk.history)
+    _close(tm.evaluate(batches(tn), verbose=0), km.evaluate(batches(keras), verbose=0), 1e-4)
 
 
 # ------------------------------------------------------------------------- class_weight
@@ -326,6 +367,67 @@ def test_metric_subclass_with_temporal_weights_logs_as_keras(keras, shape):
                km.evaluate(X, Y_SEQ, sample_weight=w, batch_size=4, verbose=0, return_dict=True))
     # (a test that can fail: the weighted and the plain metric differ)
     assert not np.allclose(hk.history["wmae"], hk.history["plain"])
+
+
+def _mean_subclasses(lib):
+    ops = lib.ops
+
+    class AbsMean(lib.metrics.Mean):
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            return super().update_state(ops.abs(y_true - y_pred), sample_weight=sample_weight)
+
+    class StepMean(lib.metrics.Mean):
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            return super().update_state(ops.mean(ops.abs(y_true - y_pred), axis=-1),
+                                        sample_weight=sample_weight)
+
+    return AbsMean, StepMean
+
+
+@pytest.mark.parametrize("shape", [(N, 1), (N, T), (N, T, 1)])
+def test_mean_subclasses_with_temporal_weights_log_as_keras(keras, shape):
+    """Subclasses of the built-in Mean passing values of (batch, steps, classes) or
+    (batch, steps) with the weights to Mean.update_state (Keras squeezes (batch, steps, 1)
+    weights, then averages the values down to their rank), weighted and plain."""
+    w = RNG.uniform(0.0, 2.0, shape).astype("float32")
+
+    def model(lib):
+        abs_mean, step_mean = _mean_subclasses(lib)
+        inp = lib.Input((T, 2))
+        m = lib.Model(inp, lib.layers.Dense(C)(inp))
+        m.compile(optimizer=lib.optimizers.SGD(0.1), loss="mae",
+                  metrics=[abs_mean(name="plain")],
+                  weighted_metrics=[abs_mean(name="abs"), step_mean(name="step"),
+                                    lib.metrics.MeanSquaredError()])
+        return m
+    tm, km = model(tn), model(keras)
+    _same_weights(tm, km)
+    ht = tm.fit(X, Y_SEQ, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    hk = km.fit(X, Y_SEQ, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
+    _same_logs(ht.history, hk.history)
+
+
+@pytest.mark.parametrize("name", ["MeanSquaredError", "SparseCategoricalAccuracy",
+                                  "CategoricalAccuracy", "Mean"])
+def test_builtin_metrics_called_with_temporal_weights_as_keras(keras, name):
+    """A built-in mean metric's update_state called on a sequence's arrays: weights per
+    sample or per step ((n, T), (n, T, 1)) as Keras's reduce_to_samplewise_values takes
+    them; one per class or of another length a ValueError in both."""
+    p = RNG.normal(size=(N, T, C)).astype("float32")
+    labels = {"MeanSquaredError": Y_SEQ, "SparseCategoricalAccuracy": Y_SPARSE,
+              "CategoricalAccuracy": np.eye(C, dtype="float32")[Y_SPARSE], "Mean": None}[name]
+    for shape in ((N,), (N, 1), (N, T), (N, T, 1), (N, T, C), (N + 1,)):
+        w = RNG.uniform(0.0, 2.0, shape).astype("float32")
+        tm, km = getattr(tn.metrics, name)(), getattr(keras.metrics, name)()
+        args = (p,) if labels is None else (labels, p)
+        try:
+            km.update_state(*args, sample_weight=w)
+        except ValueError:
+            with pytest.raises(ValueError):
+                tm.update_state(*args, sample_weight=w)
+            continue
+        tm.update_state(*args, sample_weight=w)
+        _close(tm.result(), km.result(), 1e-5)
 
 
 # ------------------------------------------- compute_loss overrides given the weights

@@ -17,6 +17,7 @@ from ._config import Configurable
 from .functional import _placeholders, write_traced
 from .layers.base import _snake
 from .program_constants import compile_program
+from .sample_weights import squeeze_or_expand_shapes
 from .symbolic import KerasTensor, next_name
 from .variables import Variable, collecting_updates, tracing
 
@@ -121,9 +122,11 @@ class Metric(Configurable):
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=np.float32)
             w = np.broadcast_to(w, (len(p),)) if w.ndim == 0 else w
+            if w.ndim > 1 and isinstance(self, MeanMetricWrapper):
+                w = _entry_weights(w, p)
             if w.ndim > 1 and w.shape[1:] == (1,) * (w.ndim - 1):
                 w = w.reshape(len(w))
-            if w.shape != (len(p),):
+            if w.shape != (len(p),) and not (w.ndim > 1 and isinstance(self, MeanMetricWrapper)):
                 raise ValueError(f"[{where}] sample_weight must hold one weight per sample "
                                  f"({len(p)}), got shape {np.shape(sample_weight)}")
             args.append(np.ascontiguousarray(w))
@@ -270,6 +273,17 @@ class Metric(Configurable):
 
 
 # --------------------------------------------------------------------------- mean metrics
+
+
+def _entry_weights(w: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Temporal weights of a mean metric's values (the output's shape but its last axis),
+    as Keras's reduce_to_samplewise_values takes them: a last axis of 1 squeezed, then
+    broadcast to the values' leading axes; other shapes are left for the caller's error."""
+    values = p.shape[:-1] if p.ndim > 1 else p.shape
+    v, ws = squeeze_or_expand_shapes(values, w.shape)
+    if len(ws) > len(v) or any(b not in (1, a) for a, b in zip(v, ws)):
+        return w
+    return np.broadcast_to(w.reshape(ws), v[:len(ws)])
 
 
 class MeanMetricWrapper(Metric):

@@ -71,18 +71,18 @@ def per_entry_shape(loss, y: np.ndarray, out_shape: tuple, n: int) -> tuple:
 
 
 def check_fit_weights(sw: np.ndarray, n: int, outputs: list, where: str,
-                      from_class_weight: bool = False) -> np.ndarray:
+                      what: str = "sample_weight") -> np.ndarray:
     """sample_weight `sw` (as given) checked as Keras's fit/evaluate take it, then in the
     form the programs read: (n,) for one weight per sample, else the loss's rank.
-    outputs: (k, loss, per-entry shape) of each output with a loss."""
-    what = "class_weight's weights" if from_class_weight else "sample_weight"
+    outputs: (k, loss, per-entry shape) of each output with a loss; what: the weights'
+    name in messages."""
     if sw.ndim == 0 or sw.shape[0] != n:
         raise ValueError(f"[{where}] sample_weight must have one weight per sample, shape "
                          f"({n},) (or one per entry of the loss), got {sw.shape} "
                          f"(at {user_location()})")
     if len(outputs) > 1 and not (sw.ndim == 1 or sw.shape == (n, 1)):
         raise ValueError(f"[{where}] a model of {len(outputs)} outputs with losses takes one "
-                         f"sample_weight array of one weight per sample, shape ({n},) or "
+                         f"{what} array of one weight per sample, shape ({n},) or "
                          f"({n}, 1), as Keras (it gives it to every output), got "
                          f"{sw.shape} (at {user_location()})")
     bad = [(k, loss, per) for k, loss, per in outputs if not weights_fit_loss(per, sw.shape)]

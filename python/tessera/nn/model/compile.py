@@ -587,7 +587,8 @@ class CompileMixin:
             sw = np.asarray(sample_weight, dtype=np.float64)
         given = sw.shape
         sw = check_fit_weights(sw, n, self._weighted_outputs(ys, n), where,
-                               from_class_weight=class_weight is not None)
+                               "sample_weight" if class_weight is None else
+                               "class_weight's weights")
         bad = ~np.isfinite(sw) | (sw < 0)
         if bad.any():
             i = tuple(int(j) for j in np.argwhere(bad)[0])
@@ -656,6 +657,36 @@ class CompileMixin:
                 (i, pad(*arrays)) for i, arrays in read(epoch, start)), ds._n, ds.what,
                 ds._where)
         return ds.map(pad)
+
+    def _dataset_weights(self, ds, where: str):
+        """A Dataset's (or PyDataset's) sample weights checked by their shape as arrays'
+        are (_prepare_sw), their batches brought to the programs' form."""
+        n_in, n_out = len(self._inputs), len(self._outputs)
+        spec = ds.element_spec
+        self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
+        self.__dict__["_sw_held"] = None
+        if len(spec) != n_in + n_out + 1:
+            return ds
+        rows = ds.batch_size or 1
+        ys = [np.zeros((1,) + tuple(s.shape), s.dtype) for s in spec[n_in:n_in + n_out]]
+        given = tuple(spec[-1].shape)
+        held = check_fit_weights(np.ones((rows,) + given), rows,
+                                 self._weighted_outputs(ys, rows), where,
+                                 "the dataset's sample_weight (a batch)").shape[1:]
+        self._note_sw_shape(given)
+        self.__dict__["_sw_held"] = held
+        if held == given:
+            return ds
+
+        def reshaped(*arrays):
+            w = np.asarray(arrays[-1])
+            return tuple(arrays[:-1]) + (w.reshape((len(w),) + held),)
+        if isinstance(ds, GivenBatches):  # (a PyDataset's batches: read as given)
+            read = ds._read_epoch
+            return GivenBatches(reshaped(*ds._first), lambda epoch, start: (
+                (i, reshaped(*arrays)) for i, arrays in read(epoch, start)), ds._n, ds.what,
+                ds._where)
+        return ds.map(reshaped)
 
     def _dataset_parts(self, ds, where: str):
         """The number of components of a Dataset's elements, checked against

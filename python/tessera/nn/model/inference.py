@@ -104,6 +104,7 @@ class InferenceMixin:
                              "evaluate", verbose)
             ds = self._dataset_with_padded_labels(ds)
             n_parts = self._dataset_parts(ds, "evaluate")
+            ds = self._dataset_weights(ds, "evaluate")
             n_in = len(self._inputs)
             if n_parts == n_in:
                 raise ValueError("[evaluate] the dataset has no labels")

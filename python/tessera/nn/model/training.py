@@ -173,6 +173,7 @@ class TrainingMixin:
                              "fit", verbose)
             ds = self._dataset_with_padded_labels(ds)
             n_parts = self._dataset_parts(ds, "fit")
+            ds = self._dataset_weights(ds, "fit")
             spec = ds.element_spec
             n_in, n_out = len(self._inputs), len(self._outputs)
             if n_parts == n_in:
