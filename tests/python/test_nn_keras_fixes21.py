@@ -431,7 +431,7 @@ def test_builtin_metrics_called_with_temporal_weights_as_keras(keras, name):
 
 
 # ------------------------------------------- compute_loss overrides given the weights
-def _override_model(lib, own):
+def _override_model(lib, own, run_eagerly=False):
     class Super(lib.Model):
         def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
             return super().compute_loss(x, y, y_pred, sample_weight, training)
@@ -447,18 +447,22 @@ def _override_model(lib, own):
     inp = lib.Input((T, 2))
     model = (Own if own else Super)(inp, lib.layers.Dense(C)(inp))
     model.compile(optimizer=lib.optimizers.SGD(0.1),
-                  loss=lib.losses.SparseCategoricalCrossentropy(from_logits=True))
+                  loss=lib.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  run_eagerly=run_eagerly)
     return model
 
 
-@pytest.mark.parametrize("own", [False, True])
-@pytest.mark.parametrize("shape", [(N, 1), (N, T), (N, T, 1)])
-def test_compute_loss_override_gets_the_weights_as_given(keras, own, shape):
+@pytest.mark.parametrize("own,shape,run_eagerly", [
+    (False, (N, 1), False), (False, (N, T), False), (False, (N, T, 1), False),
+    (True, (N, 1), False), (True, (N, T), False), (True, (N, T, 1), False),
+    (False, (N, T, 1), True), (True, (N, 1), True)])
+def test_compute_loss_override_gets_the_weights_as_given(keras, own, shape, run_eagerly):
     """A compute_loss override gets sample_weight in the shape given (a loss object it
     calls multiplies them as Keras's) or passes them to super().compute_loss: fit's and
-    evaluate's losses as Keras's."""
+    evaluate's losses as Keras's, compiled or run eagerly (evaluate after an eager fit)."""
     w = RNG.uniform(0.5, 2.0, shape).astype("float32")
-    tm, km = _override_model(tn, own), _override_model(keras, own)
+    tm = _override_model(tn, own, run_eagerly)
+    km = _override_model(keras, own, run_eagerly)
     _same_weights(tm, km)
     ht = tm.fit(X, Y_SPARSE, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)
     hk = km.fit(X, Y_SPARSE, sample_weight=w, batch_size=4, epochs=2, shuffle=False, verbose=0)

@@ -169,5 +169,8 @@ class MetricProgramsMixin:
         return sizes
 
     def _metric_counts(self) -> list:
-        """The number of sums of each metric (after _metric_sizes)."""
+        """The number of sums of each metric (found by _metric_sizes, again when the
+        programs were cleared since: a run_eagerly step writes its own)."""
+        if ("metric_counts",) not in self._programs:
+            self._metric_sizes()
         return self._programs[("metric_counts",)]
