@@ -578,6 +578,16 @@ class CompileMixin:
                              f"weights into sample_weight (at {user_location()})")
         if sample_weight is None and class_weight is None:
             return None
+        if len(ys) > 1 and (isinstance(sample_weight, dict) or (
+                isinstance(sample_weight, (list, tuple)) and len(sample_weight) == len(ys)
+                and all(np.ndim(v) >= 1 for v in sample_weight))):
+            parts = sample_weight.items() if isinstance(sample_weight, dict) else \
+                enumerate(sample_weight)
+            shapes = ", ".join(f"{k!r}: {np.shape(v)}" for k, v in parts)
+            raise NotImplementedError(
+                f"[{where}] sample_weight as one array per output ({shapes}) is not supported "
+                "yet: give one array of one weight per sample for every output, or weigh the "
+                f"outputs' losses in a compute_loss override (at {user_location()})")
         if class_weight is not None:
             if len(ys) != 1:
                 raise ValueError(f"[{where}] class_weight works with one output only "
