@@ -272,8 +272,9 @@ def test_sample_weight_that_does_not_broadcast_names_the_shapes():
     for where, call in (("fit", lambda w: tm.fit(x, y, sample_weight=w, verbose=0)),
                         ("evaluate", lambda w: tm.evaluate(x, y, sample_weight=w, verbose=0))):
         with pytest.raises(ValueError, match=rf"\[{where}\] sample_weight of shape \(6, 3\) "
-                                             r"does not broadcast to the losses: .* shape "
-                                             r"\(6,\), .* shape \(6, 5\) \(output 0\) \(at "):
+                                             r"does not broadcast to the losses: output 0's "
+                                             r".* shape \(6, 5\); give one weight per "
+                                             r"sample, shape \(6, 1\) .* shape \(6, 5\) \(at "):
             call(np.ones((6, 3)))
     with pytest.raises(ValueError, match=r"\[fit\] sample_weight\[\(1, 2\)\] is -1.0"):
         w = np.ones((6, 5))

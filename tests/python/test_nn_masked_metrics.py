@@ -66,7 +66,9 @@ def test_masked_output_metrics_evaluate_as_keras(weighted):
     x = _padded(20, 7)
     y = RNG.integers(0, 2, size=(20, 7, 1)).astype(np.float32)
     sw = (RNG.random(20) + 0.5).astype(np.float32) if weighted else None
-    got = t.evaluate(x, y, sample_weight=sw, verbose=0, return_dict=True)
+    # (one weight per sample of the steps' losses: (n, 1), as Keras takes it; (n,) raises)
+    got = t.evaluate(x, y, sample_weight=None if sw is None else sw[:, None], verbose=0,
+                     return_dict=True)
     if not weighted:
         _close(got, k.evaluate(x, y, verbose=0, return_dict=True))
     else:

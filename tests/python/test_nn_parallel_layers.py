@@ -56,7 +56,8 @@ def test_one_member_is_the_plain_model(group, dropout):
 def test_cross_entropy_and_accuracy_match_keras_with_sample_weights():
     x, y = _data()
     ref, par = _gpt(None, split=False), _gpt(None)
-    w = np.linspace(0.5, 2.0, len(x))
+    # (one weight per sample of a sequence's per-token losses: (n, 1), as Keras takes it)
+    w = np.linspace(0.5, 2.0, len(x))[:, None]
     e_ref = ref.evaluate(x, y, sample_weight=w, verbose=0)
     e_par = par.evaluate(x, y, sample_weight=w, verbose=0)
     np.testing.assert_allclose(e_par, e_ref, rtol=1e-12)

@@ -45,7 +45,7 @@ LAYERS = [
                      "symbolic", "string_inputs", "initializers", "regularizers", "params",
                      "input_spec", "tree", "masked_arrays", "output_nesting", "bounding_boxes",
                      "nested_masks", "program_constants", "sublayer_order", "call_defaults",
-                     "build_shapes"}),
+                     "build_shapes", "sample_weights"}),
     ("variables", {"variables"}),
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",
              "ops.nn_more", "ops.einops", "ops.transforms",

@@ -386,7 +386,8 @@ def test_sequence_loss_is_masked_as_keras():
     ce = -np.log(np.clip(np.take_along_axis(p, y[..., None], -1)[..., 0], 1e-7, 1))
     m = (x != 0).astype(np.float64)
     want = np.sum(ce * m * (m.size / m.sum()) * sw[:, None]) / ce.size
-    loss, acc = t.evaluate(x, y, sample_weight=sw, batch_size=8, verbose=0)
+    # ((n, 1): one weight per sample of the steps' losses, as Keras takes it)
+    loss, acc = t.evaluate(x, y, sample_weight=sw[:, None], batch_size=8, verbose=0)
     np.testing.assert_allclose(loss, want, rtol=1e-5)
     hit = (p.argmax(-1) == y).astype(np.float64)
     # compile's metrics= are not weighted by sample_weight (Keras's; weighted_metrics= are)

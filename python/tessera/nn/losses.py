@@ -21,6 +21,7 @@ from .loss_calls import batch_loss_fn, own_dunder_call, refuse_weighted_batch_lo
 from .loss_reductions import reduce_values, reduction_of, with_reduction
 from .program_constants import compile_program
 from .registry import get_registered_object
+from .sample_weights import same_rank
 from .symbolic import is_symbolic
 
 __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercentageError",
@@ -152,19 +153,15 @@ class Loss:
         else:
             values = self.symbolic_per_sample(y_true, y_pred)
         if sample_weight is not None:
-            w = sample_weight
-            while w.ndim > values.ndim and w.shape[-1] == 1:  # (batch, 1) weights, as Keras
-                w = ops.squeeze(w, axis=-1)
-            while w.ndim < values.ndim:
-                w = np.expand_dims(w, -1)
-            values = values * w
+            values, w = same_rank(values, sample_weight, ops.squeeze, ops.expand_dims)
+            values = values * w  # (broadcast as NumPy's, as Keras's)
         reduction = getattr(self, "reduction", "sum_over_batch_size")
         if reduction in (None, "none") or len(values.shape) == 0:
             return values
         if reduction == "sum":
             return ops.sum(values)
         if reduction == "mean_with_sample_weight" and sample_weight is not None:
-            return ops.sum(values) / ops.sum(w * ops.ones_like(values))
+            return ops.sum(values) / ops.sum(w)  # (the weights as given, as Keras's)
         return np.mean(values)
 
     def symbolic_per_sample(self, y, p):

@@ -17,6 +17,7 @@ from ._config import Configurable
 from .functional import _placeholders, write_traced
 from .layers.base import _snake
 from .program_constants import compile_program
+from .sample_weights import squeeze_or_expand_shapes
 from .symbolic import KerasTensor, next_name
 from .variables import Variable, collecting_updates, tracing
 
@@ -121,9 +122,11 @@ class Metric(Configurable):
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=np.float32)
             w = np.broadcast_to(w, (len(p),)) if w.ndim == 0 else w
+            if w.ndim > 1 and isinstance(self, MeanMetricWrapper):
+                w = _entry_weights(w, p)
             if w.ndim > 1 and w.shape[1:] == (1,) * (w.ndim - 1):
                 w = w.reshape(len(w))
-            if w.shape != (len(p),):
+            if w.shape != (len(p),) and not (w.ndim > 1 and isinstance(self, MeanMetricWrapper)):
                 raise ValueError(f"[{where}] sample_weight must hold one weight per sample "
                                  f"({len(p)}), got shape {np.shape(sample_weight)}")
             args.append(np.ascontiguousarray(w))
@@ -185,16 +188,22 @@ class Metric(Configurable):
             v.assign(v.value + inc)
         return np.asarray(self.result())
 
-    def expressions_for(self, y, p, w, ctx, label_spec, out_shape) -> List[str]:
-        """The metric's sums as a model's programs write them."""
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape, w_shape=None) -> List[str]:
+        """The metric's sums as a model's programs write them. w_shape: the sample
+        weights' shape as the user gave them, but the batch axis (None: one per sample);
+        update_state sees them so, as in Keras, reshaped from the program's `w` (the
+        same weights, their axes of 1 squeezed)."""
         if not self._stateful():
             return self.expressions(y, p, w)
         shape, dtype = label_spec
         shapes = [(None,) + tuple(shape), (None,) + tuple(out_shape)]
         dtypes = [dtype, "float32"]
         if w is not None:
-            shapes.append((None,))
+            w_shape = tuple(w_shape or ())
+            shapes.append((None,) + w_shape)
             dtypes.append("float32")
+            if w_shape:
+                w = f"reshape({w}, {[-1] + list(w_shape)})"
         ph = _placeholders(shapes, dtypes)
         with collecting_updates() as record, tracing():
             try:
@@ -264,6 +273,17 @@ class Metric(Configurable):
 
 
 # --------------------------------------------------------------------------- mean metrics
+
+
+def _entry_weights(w: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Temporal weights of a mean metric's values (the output's shape but its last axis),
+    as Keras's reduce_to_samplewise_values takes them: a last axis of 1 squeezed, then
+    broadcast to the values' leading axes; other shapes are left for the caller's error."""
+    values = p.shape[:-1] if p.ndim > 1 else p.shape
+    v, ws = squeeze_or_expand_shapes(values, w.shape)
+    if len(ws) > len(v) or any(b not in (1, a) for a, b in zip(v, ws)):
+        return w
+    return np.broadcast_to(w.reshape(ws), v[:len(ws)])
 
 
 class MeanMetricWrapper(Metric):

@@ -124,8 +124,12 @@ class MetricProgramsMixin:
                 "per part of the batch, which changes a per-batch count or mean; train "
                 "in one process without deterministic=True, or evaluate it with "
                 "evaluate()")
-        if isinstance(m, _FunctionMetric) or (stateful is not None and stateful()) or \
-                getattr(m, "checks_shapes", False):
+        if stateful is not None and stateful():
+            # (Keras gives a Metric subclass the weights as given: (batch, 1) stays so)
+            given = self.__dict__.get("_sw_given") if sw is not None else None
+            exprs = m.expressions_for(ys[k], hs[k], sw, ctx, self._label_specs[k],
+                                      self._outputs[k].shape[1:], w_shape=given)
+        elif isinstance(m, _FunctionMetric) or getattr(m, "checks_shapes", False):
             spec = self._label_specs[k]
             exprs = m.expressions_for(ys[k], hs[k], sw, ctx, spec,
                                       self._outputs[k].shape[1:])
@@ -165,5 +169,8 @@ class MetricProgramsMixin:
         return sizes
 
     def _metric_counts(self) -> list:
-        """The number of sums of each metric (after _metric_sizes)."""
+        """The number of sums of each metric (found by _metric_sizes, again when the
+        programs were cleared since: a run_eagerly step writes its own)."""
+        if ("metric_counts",) not in self._programs:
+            self._metric_sizes()
         return self._programs[("metric_counts",)]

@@ -46,6 +46,7 @@ from .metric_base import (_EPS, _F64, _NEG_INF, Metric, MeanMetricWrapper, _Buil
                           _sparse, _thresholds)
 from .metric_classes import *  # noqa: F401,F403 - more of Keras's metric classes
 from .metric_functions import *  # noqa: F401,F403 - Keras's metric functions
+from .sample_weights import same_rank
 
 __all__ = ["Metric", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
            "SparseCategoricalAccuracy", "TopKCategoricalAccuracy",
@@ -381,7 +382,7 @@ class FBetaScore(Metric):
 
     checks_shapes = True  # a model's programs call expressions_for
 
-    def expressions_for(self, y, p, w, ctx, label_spec, out_shape):
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape, w_shape=None):
         if label_spec is not None and tuple(label_spec[0]) != tuple(out_shape):
             raise ValueError(f"[{self.name}] {type(self).__name__} needs labels shaped like the "
                              f"output (one-hot or multi-label, as in Keras): labels of shape "
@@ -448,7 +449,9 @@ def _samplewise(values, sample_weight, reduce=np.mean):
     values = _f32(values)
     w = None
     if sample_weight is not None:
-        w = _f32(sample_weight)
+        # (Keras's squeeze_or_expand_to_same_rank first: (batch, steps, 1) weights of
+        # (batch, steps) values)
+        values, w = same_rank(values, _f32(sample_weight), np.squeeze, np.expand_dims)
         if values.ndim > w.ndim:
             values = reduce(values, axis=tuple(range(w.ndim, values.ndim)))
         w = w * np.ones_like(values)

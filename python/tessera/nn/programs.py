@@ -20,6 +20,7 @@ from .layers import Context
 from .loss_calls import ranked_labels
 from .metric_programs import MetricProgramsMixin
 from .regularizer_programs import regularizer_text, write_activity_loss
+from .sample_weights import per_entry_shape
 from .step_overrides import StepOverridesMixin
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
@@ -308,7 +309,12 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
         out_shape = self._outputs[k].shape[1:]
         mask = self._output_mask_expr(k)
-        lead = [-1] + [1] * (len(out_shape) - 1)  # per: (batch,) + out_shape[:-1]
+        # one weight per sample against the values' axes: (batch,) + out_shape[:-1], or
+        # fewer for a loss reducing more (Dice's one value for the batch: Keras broadcasts
+        # it to the weights)
+        rank = len(per_entry_shape(loss, np.zeros((1,) + tuple(spec[0]), spec[1]), out_shape,
+                                   1)) if spec is not None else len(out_shape)
+        lead = [-1] + [1] * (rank - 1) if rank else [-1]
         y, spec = ranked_labels(loss, ys[k], spec, out_shape, ctx)  # (a PyDataset's (n,))
         if mask is None and sw is None and reduction != "sum":
             return loss.expression_for(y, hs[k], ctx, spec, out_shape)
@@ -331,7 +337,12 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             weights = mf if sw is None else f"{mf} * {sww}"
         elif sw is not None:
             weights = sww
-        total = f"sum({per})" if weights is None else f"sum({per} * {weights})"
+        count = f"size({per})"
+        if weights is None:
+            total = f"sum({per})"
+        else:  # (over the number of weighted values, as Keras's)
+            weighted = ctx.define("wl", f"{per} * {weights}")
+            total, count = f"sum({weighted})", f"size({weighted})"
         if reduction == "sum":
             return total
         if reduction == "mean_with_sample_weight" and weights is not None:
@@ -340,7 +351,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             d = ctx.define("wsum", f"sum({weights})")
             # Keras's divide_no_nan: 0 when the weights sum to 0
             return f"where({d} == 0.0, 0.0 * {total}, {total} / where({d} == 0.0, 1.0, {d}))"
-        return f"{total} / size({per})"
+        return f"{total} / {count}"
 
     def _aux_masks(self, outs: str):
         """The outputs' masks as the loss function's aux value `outs` holds
@@ -370,8 +381,10 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             self._add_step_layers(kind)
         # trainable flags may change between calls (Keras: recompile; here
         # the programs follow)
+        # (the sample weights' shape as given, which a Metric subclass reads: _prepare_sw)
         kind_key = (kind, tuple(self._params(True)), self.ZERO3_PREFETCH,
-                    self.ZERO3_PREFETCH_BYTES, self.ZERO2_BUCKET_MARKS, self.ZERO2_IN_FLIGHT)
+                    self.ZERO3_PREFETCH_BYTES, self.ZERO2_BUCKET_MARKS, self.ZERO2_IN_FLIGHT,
+                    self.__dict__.get("_sw_key"))
         prog = self._programs.get(kind_key)
         if prog is not None:
             return prog

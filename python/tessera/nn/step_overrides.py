@@ -99,8 +99,9 @@ class CompiledLoss:
     params: list = []
     trainable = True
 
-    def __init__(self, model, n_out: int, weighted: bool):
+    def __init__(self, model, n_out: int, weighted: bool, w_shape=None):
         self.model, self.n_out, self.weighted = model, n_out, weighted
+        self.w_shape = w_shape  # (the weights' shape but the batch axis, as passed)
         self.name = "compute_loss"
 
     def _is_custom(self) -> bool:
@@ -110,6 +111,8 @@ class CompiledLoss:
         n = self.n_out
         ys, hs = exprs[:n], exprs[n:2 * n]
         sw = exprs[2 * n] if self.weighted else None
+        if sw is not None and self.w_shape == given_sw_shape(self.model):
+            sw = as_program_sw(self.model, sw)  # (the weights fit was given, passed on)
         terms = self.model._compiled_loss_terms(ys, hs, sw, ctx)
         dtype = self.model.dtype
         if not terms:  # Keras on JAX: no loss at all is a loss of 0
@@ -165,9 +168,11 @@ def compiled_loss_tensor(model, y, y_pred, sample_weight):
     ys = ys or hs  # no compiled loss reads labels
     ins = ys + hs
     weighted = sample_weight is not None
+    w_shape = None
     if weighted:
         ins += _flat(sample_weight, "sample_weight", where)[:1]
-    node = CompiledLoss(model, n, weighted)
+        w_shape = tuple(ins[-1].shape[1:])
+    node = CompiledLoss(model, n, weighted, w_shape)
     return KerasTensor((), model.dtype, "layer", args=(node, ins, True), where=where)
 
 
@@ -207,6 +212,24 @@ def _given_labels(model, ys):
     return ys[0] if m == 1 else list(ys[:m])
 
 
+def given_sw_shape(model) -> tuple:
+    """The sample weights' shape as fit/evaluate were given them, but the batch axis: an
+    override gets them so, as in Keras ((batch,) when not known)."""
+    return tuple(model.__dict__.get("_sw_given") or ())
+
+
+def as_given_sw(model, sw: str) -> str:
+    """The programs' weights `sw` (their axes of 1 squeezed) in the shape given."""
+    given, held = given_sw_shape(model), tuple(model.__dict__.get("_sw_held") or ())
+    return sw if given == held else f"reshape({sw}, {[-1] + list(given)})"
+
+
+def as_program_sw(model, sw: str) -> str:
+    """Weights in the shape given back in the programs' form (as_given_sw undone)."""
+    given, held = given_sw_shape(model), tuple(model.__dict__.get("_sw_held") or ())
+    return sw if given == held else f"reshape({sw}, {[-1] + list(held)})"
+
+
 def _placeholder(shape, dtype, name):
     return KerasTensor((None,) + tuple(shape), dtype, "input", name=name)
 
@@ -217,14 +240,14 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     specs = tuple(getattr(model, "_label_specs", None) or ())
     has_y = model.__dict__.get("_labels_given", True)
     key = (weighted, training, specs, model.__dict__.get("_labels_count"), has_y, model.dtype,
-           tuple(id(t) for t in model._inputs))
+           tuple(id(t) for t in model._inputs), given_sw_shape(model) if weighted else None)
     cache = model.__dict__.setdefault("_loss_traces", {})
     if key in cache:
         return cache[key]
     if not specs:
         specs = tuple((tuple(t.shape[1:]), model.dtype) for t in model._outputs)
     ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
-    sw = _placeholder((), model.dtype, "sample_weight") if weighted else None
+    sw = _placeholder(given_sw_shape(model), model.dtype, "sample_weight") if weighted else None
     x = model.input
     y = _given_labels(model, ys) if has_y else None  # (fit(x): Keras's y is None)
     y_pred = model._as_declared(list(model._outputs))
@@ -639,7 +662,7 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     specs = tuple(getattr(model, "_label_specs", None) or ())
     has_y = model.__dict__.get("_labels_given", True)
     key = (hook, weighted, specs, has_y, model.__dict__.get("_labels_count"), model.dtype,
-           tuple(id(t) for t in model._inputs))
+           tuple(id(t) for t in model._inputs), given_sw_shape(model) if weighted else None)
     cache = model.__dict__.setdefault("_step_traces", {})
     if key in cache:
         return cache[key]
@@ -650,7 +673,7 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     owner = owner_class.__name__
     trace = StepTrace(model, hook)
     ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
-    sw = _placeholder((), model.dtype, "sample_weight") if weighted else None
+    sw = _placeholder(given_sw_shape(model), model.dtype, "sample_weight") if weighted else None
     trace.placeholders = (ys, sw)
     x = model.input
     y = _given_labels(model, ys)
@@ -826,7 +849,7 @@ class StepOverridesMixin:
             phs, sw_ph = trace.placeholders
             writer.names.update({t.id: e for t, e in zip(phs, ys)})
             if sw_ph is not None:
-                writer.names[sw_ph.id] = sw
+                writer.names[sw_ph.id] = as_given_sw(self, sw)
             self.__dict__["_custom_loss"] = f"astype(0.0, \"{self.dtype}\")" \
                 if trace.loss is None else writer.expr(trace.loss)
             carried = trace.carried(writer)
@@ -843,7 +866,7 @@ class StepOverridesMixin:
                                                              training == "true")
         writer.names.update({t.id: e for t, e in zip(phs, ys)})
         if sw_ph is not None:
-            writer.names[sw_ph.id] = sw
+            writer.names[sw_ph.id] = as_given_sw(self, sw)
         self.__dict__["_custom_loss"] = writer.expr(loss)
 
     def _add_step_layers(self, kind):

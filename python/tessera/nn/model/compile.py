@@ -15,6 +15,7 @@ from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..optimizer_variables import attach_model
 from ..registry import is_model
+from ..sample_weights import check_fit_weights, class_weights_of, per_entry_shape
 from ..step_overrides import (compiled_loss_tensor, compiled_loss_value, overridden_step,
                               overrides_compute_loss, refuse_unshaped_step_data, symbolic_args)
 from ..string_inputs import apply_fronts, apply_group_fronts
@@ -76,8 +77,8 @@ class CompileMixin:
         layers add with add_loss) and the metrics (names, Metric objects or
         functions of (y_true, y_pred); a list, or per output)."""
         n_out = len(self._outputs) if self._outputs else 1
-        losses = self._per_output(loss, "loss", n_out)
-        losses = [self._get_loss(l) for l in losses]
+        given = self._per_output(loss, "loss", n_out)
+        losses = [self._get_loss(l) for l in given]
         if loss_weights is None:
             loss_weights = [1.0] * n_out
         else:
@@ -95,7 +96,7 @@ class CompileMixin:
                                    for a, b in zip(mets, wmets)]
         if sum(l is not None for l in losses) > 1:  # Keras logs each output's loss too
             # (when several outputs have one: loss=[fn, None] logs "loss" only)
-            names = self._output_names()
+            names = self._loss_log_names(given, losses)
             self._compiled.output_losses = [OutputLoss(k, f"{names[k]}_loss")
                                             for k, l in enumerate(losses) if l is not None]
         # exclude_from_weight_decay names Variables: the optimizer finds the
@@ -218,6 +219,19 @@ class CompileMixin:
             layer = node.args[0] if node.op == "layer" else None
             names.append(layer.name if layer is not None else f"output_{len(names)}")
         return names
+
+    def _loss_log_names(self, given: list, losses: list) -> list:
+        """The names of the outputs' losses in the logs (before "_loss"), as Keras's
+        CompileLoss: a functional model's output names (a dict's keys); a subclassed
+        model has no output_names, so each is its loss's: the name given ("mse"), the
+        Loss object's (`mean_squared_error`, `name=`) or the function's."""
+        if "_output_names_set" in self.__dict__:
+            return list(self.__dict__["_output_names_set"])
+        if self._functional or getattr(self, "_output_keys", None):
+            return self._output_names()
+        return [g if isinstance(g, str) else getattr(l, "name", None) or
+                getattr(g, "__name__", type(g).__name__)
+                for g, l in zip(given, losses)]
 
     def _per_output(self, v, what: str, n: int) -> list:
         if isinstance(v, dict):
@@ -539,75 +553,71 @@ class CompileMixin:
                                      "infinite value; clean the data or pass "
                                      "check_inputs=False")
 
-    def _temporal_sw(self, sw, n: int, where: str):
-        """sample_weight `sw` checked against the per-sample losses: one weight per sample
-        (n,), or Keras's temporal weights, (n, steps, ...) broadcasting to each output's
-        per-entry loss (batch,) + its shape but the last axis (a last axis of 1 more
-        than the loss has is squeezed, as Keras's squeeze_or_expand_to_same_rank)."""
-        if sw.ndim == 1 and sw.shape == (n,):
-            return sw
-        if sw.ndim == 0 or sw.shape[0] != n:
-            raise ValueError(f"[{where}] sample_weight must have one weight per sample, "
-                             f"shape ({n},) (or one per entry of the loss), got {sw.shape} "
-                             f"(at {user_location()})")
+    def _weighted_outputs(self, ys, n: int) -> list:
+        """(k, loss, per-entry shape of its values) of each output with a loss."""
         losses = getattr(getattr(self, "_compiled", None), "losses", None) or []
-        pers = [(k, (n,) + tuple(o.shape[1:-1]))
-                for k, (o, loss) in enumerate(zip(self._outputs, losses)) if loss is not None]
-        if sw.ndim >= 2 and pers:
-            squeezed = sw
-            if all(sw.ndim == len(per) + 1 for _, per in pers) and sw.shape[-1] == 1:
-                squeezed = sw.reshape(sw.shape[:-1])
-            try:
-                for _, per in pers:
-                    if squeezed.ndim > len(per):
-                        raise ValueError
-                    np.broadcast_shapes(squeezed.shape + (1,) * (len(per) - squeezed.ndim), per)
-            except ValueError:
-                pass
-            else:
-                return squeezed
-        wants = " and ".join(f"{per} (output {k})" for k, per in pers) or f"({n},)"
-        raise ValueError(f"[{where}] sample_weight of shape {sw.shape} does not broadcast to the "
-                         f"losses: give one weight per sample, shape ({n},), or one per entry "
-                         f"of the loss (temporal weights), shape {wants} "
-                         f"(at {user_location()})")
+        out = []
+        for k, (o, loss) in enumerate(zip(self._outputs, losses)):
+            if loss is None:
+                continue
+            y = ys[k] if k < len(ys) and ys[k] is not None else np.zeros((0,))
+            out.append((k, loss, per_entry_shape(loss, y, tuple(o.shape[1:]), n)))
+        return out
 
     def _prepare_sw(self, sample_weight, class_weight, ys, n, where):
-        sw = None
-        if sample_weight is not None:
-            sw = np.asarray(sample_weight, dtype=np.float64)
-            if sw.shape == (n, 1):
-                # Keras squeezes a (batch, 1) weight to the per-sample loss's rank.
-                sw = sw.reshape(n)
-            sw = self._temporal_sw(sw, n, where)
-            bad = ~np.isfinite(sw) | (sw < 0)
-            if bad.any():
-                i = tuple(int(j) for j in np.argwhere(bad)[0])
-                at = i[0] if len(i) == 1 else i
-                raise ValueError(f"[{where}] sample_weight[{at}] is {sw[i]}: weights must be "
-                                 "finite and non-negative")
+        """The weights fit/evaluate give the programs, from sample_weight or class_weight
+        as Keras's data adapter and losses take them (sample_weights.py); the shape given
+        is kept for a Metric subclass's update_state, which Keras gives it as is."""
+        self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
+        self.__dict__["_sw_held"] = None
+        where = self.__dict__.get("_sw_where") or where  # (train_on_batch runs fit)
+        if sample_weight is not None and class_weight is not None:
+            raise ValueError(f"[{where}] sample_weight and class_weight cannot be given "
+                             "together (Keras: \"You cannot `class_weight` and "
+                             "`sample_weight` at the same time\"); multiply the class "
+                             f"weights into sample_weight (at {user_location()})")
+        if sample_weight is None and class_weight is None:
+            return None
+        if len(ys) > 1 and (isinstance(sample_weight, dict) or (
+                isinstance(sample_weight, (list, tuple)) and len(sample_weight) == len(ys)
+                and all(np.ndim(v) >= 1 for v in sample_weight))):
+            parts = sample_weight.items() if isinstance(sample_weight, dict) else \
+                enumerate(sample_weight)
+            shapes = ", ".join(f"{k!r}: {np.shape(v)}" for k, v in parts)
+            raise NotImplementedError(
+                f"[{where}] sample_weight as one array per output ({shapes}) is not supported "
+                "yet: give one array of one weight per sample for every output, or weigh the "
+                f"outputs' losses in a compute_loss override (at {user_location()})")
         if class_weight is not None:
             if len(ys) != 1:
-                raise ValueError(f"[{where}] class_weight works with one output only")
-            if not isinstance(class_weight, dict):
-                raise TypeError(f"[{where}] class_weight must be a dict {{class: weight}}, got "
-                                f"{type(class_weight).__name__}")
-            y = ys[0]
-            if y.ndim == 1 or (y.ndim == 2 and y.shape[1] == 1):
-                cls = y.reshape(len(y)).astype(np.int64)
-            elif y.ndim == 2:
-                cls = np.argmax(y, axis=1)
-            else:
-                raise ValueError(f"[{where}] class_weight needs one label per sample, got labels "
-                                 f"of shape {y.shape[1:]}")
-            table = {int(k): float(v) for k, v in class_weight.items()}
-            missing = sorted(set(np.unique(cls).tolist()) - set(table))
-            if missing:
-                raise ValueError(f"[{where}] class_weight has no weight for the classes "
-                                 f"{missing[:10]}")
-            cw = np.array([table[int(c)] for c in cls], dtype=np.float64)
-            sw = cw if sw is None else sw * cw.reshape((-1,) + (1,) * (sw.ndim - 1))
-        return None if sw is None else sw.astype(self.dtype)
+                raise ValueError(f"[{where}] class_weight works with one output only "
+                                 f"(at {user_location()})")
+            sw = class_weights_of(ys[0], class_weight, where)
+        else:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+        given = sw.shape
+        sw = check_fit_weights(sw, n, self._weighted_outputs(ys, n), where,
+                               "sample_weight" if class_weight is None else
+                               "class_weight's weights")
+        bad = ~np.isfinite(sw) | (sw < 0)
+        if bad.any():
+            i = tuple(int(j) for j in np.argwhere(bad)[0])
+            at = i[0] if len(i) == 1 else i
+            raise ValueError(f"[{where}] sample_weight[{at}] is {sw[i]}: weights must be "
+                             "finite and non-negative")
+        self._note_sw_shape(tuple(given[1:]))
+        self.__dict__["_sw_held"] = tuple(sw.shape[1:])
+        return sw.astype(self.dtype)
+
+    def _note_sw_shape(self, trailing: tuple):
+        """The weights' shape as given but the batch axis: a Metric subclass's
+        update_state is written for it (metric_base.expressions_for), so the programs
+        of a model that has one are kept by it (_program's key)."""
+        c = self._compiled
+        stateful = c is not None and any(getattr(m, "_stateful", lambda: False)()
+                                         for ms in c.metrics for m in ms)
+        self.__dict__["_sw_given"] = trailing
+        self.__dict__["_sw_key"] = trailing if stateful else None
 
     def _label_specs_from(self, ys):
         self._compiled_for_outputs()
@@ -657,6 +667,36 @@ class CompileMixin:
                 (i, pad(*arrays)) for i, arrays in read(epoch, start)), ds._n, ds.what,
                 ds._where)
         return ds.map(pad)
+
+    def _dataset_weights(self, ds, where: str):
+        """A Dataset's (or PyDataset's) sample weights checked by their shape as arrays'
+        are (_prepare_sw), their batches brought to the programs' form."""
+        n_in, n_out = len(self._inputs), len(self._outputs)
+        spec = ds.element_spec
+        self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
+        self.__dict__["_sw_held"] = None
+        if len(spec) != n_in + n_out + 1:
+            return ds
+        rows = ds.batch_size or 1
+        ys = [np.zeros((1,) + tuple(s.shape), s.dtype) for s in spec[n_in:n_in + n_out]]
+        given = tuple(spec[-1].shape)
+        held = check_fit_weights(np.ones((rows,) + given), rows,
+                                 self._weighted_outputs(ys, rows), where,
+                                 "the dataset's sample_weight (a batch)").shape[1:]
+        self._note_sw_shape(given)
+        self.__dict__["_sw_held"] = held
+        if held == given:
+            return ds
+
+        def reshaped(*arrays):
+            w = np.asarray(arrays[-1])
+            return tuple(arrays[:-1]) + (w.reshape((len(w),) + held),)
+        if isinstance(ds, GivenBatches):  # (a PyDataset's batches: read as given)
+            read = ds._read_epoch
+            return GivenBatches(reshaped(*ds._first), lambda epoch, start: (
+                (i, reshaped(*arrays)) for i, arrays in read(epoch, start)), ds._n, ds.what,
+                ds._where)
+        return ds.map(reshaped)
 
     def _dataset_parts(self, ds, where: str):
         """The number of components of a Dataset's elements, checked against

@@ -197,7 +197,7 @@ def _batches(model, x, y, sample_weight, class_weight, batch_size, shuffle, seed
             shapes = [tuple(s.shape) for s in spec[:n_in]]
             model.build(shapes if len(shapes) > 1 else shapes[0])
         model._specialize([tuple(s.shape) for s in spec[:len(model._inputs)]], where, 0)
-        ds = model._dataset_with_padded_labels(x)
+        ds = model._dataset_weights(model._dataset_with_padded_labels(x), where)
         spec = ds.element_spec
         n_in, n_out = len(model._inputs), len(model._outputs)
         model._label_specs_from([np.zeros((0,) + tuple(s.shape), s.dtype)

@@ -50,7 +50,14 @@ class InferenceMixin:
 
     def _validate(self, validation_data, batch_size, steps, cbs=None) -> dict:
         """fit's validation: evaluate, calling the fit's callbacks' on_test_*
-        hooks as Keras does."""
+        hooks as Keras does. (The training weights' shape is kept for fit's programs.)"""
+        held = {k: self.__dict__.get(k) for k in ("_sw_given", "_sw_key", "_sw_held")}
+        try:
+            return self._validate_once(validation_data, batch_size, steps, cbs)
+        finally:
+            self.__dict__.update(held)
+
+    def _validate_once(self, validation_data, batch_size, steps, cbs) -> dict:
         if isinstance(validation_data, _data.Dataset):
             r = self.evaluate(validation_data, verbose=0, return_dict=True, steps=steps,
                               _cbs=cbs)
@@ -97,6 +104,7 @@ class InferenceMixin:
                              "evaluate", verbose)
             ds = self._dataset_with_padded_labels(ds)
             n_parts = self._dataset_parts(ds, "evaluate")
+            ds = self._dataset_weights(ds, "evaluate")
             n_in = len(self._inputs)
             if n_parts == n_in:
                 raise ValueError("[evaluate] the dataset has no labels")
@@ -478,19 +486,49 @@ class InferenceMixin:
         metrics start afresh at each call; model.history is not touched."""
         n = _batch_rows(x, "train_on_batch")
         before = self.history
+        sample_weight = self._one_batch_weight(sample_weight, n, "train_on_batch")
+        self.__dict__["_sw_where"] = "train_on_batch"
         try:
             h = self.fit(x, y, batch_size=n, epochs=1, verbose=0, shuffle=False,
                          sample_weight=sample_weight, class_weight=class_weight)
         finally:
             self.history = before
+            self.__dict__.pop("_sw_where", None)
         return self._batch_logs({k: v[-1] for k, v in h.history.items()}, return_dict)
 
     def test_on_batch(self, x, y=None, sample_weight=None, return_dict=False):
         """Keras's: the loss and metrics of this batch at the current weights."""
         n = _batch_rows(x, "test_on_batch")
-        logs = self.evaluate(x, y, batch_size=n, verbose=0, sample_weight=sample_weight,
-                             return_dict=True)
+        sample_weight = self._one_batch_weight(sample_weight, n, "test_on_batch")
+        self.__dict__["_sw_where"] = "test_on_batch"
+        try:
+            logs = self.evaluate(x, y, batch_size=n, verbose=0, sample_weight=sample_weight,
+                                 return_dict=True)
+        finally:
+            self.__dict__.pop("_sw_where", None)
         return self._batch_logs(logs, return_dict)
+
+    def _one_batch_weight(self, sample_weight, n: int, where: str):
+        """A scalar weight (or one of shape (1,)) given to a *_on_batch call: Keras's step
+        multiplies every value by it, as one weight per sample would, except where the
+        weights themselves are read: "mean_with_sample_weight" divides by the scalar,
+        and a Metric subclass gets it as given (refused there)."""
+        if sample_weight is None or np.ndim(sample_weight) > 1 or \
+                np.size(sample_weight) != 1 or (n == 1 and np.ndim(sample_weight) == 1):
+            return sample_weight
+        c = self._compiled
+        if c is None:
+            return sample_weight
+        reads = [type(l).__name__ for l in c.losses if l is not None and
+                 getattr(l, "reduction", None) == "mean_with_sample_weight"]
+        reads += [m.name for ms, flags in zip(c.metrics, c.weighted)
+                  for m, w in zip(ms, flags) if w and getattr(m, "_stateful", lambda: False)()]
+        if reads:
+            raise ValueError(f"[{where}] a scalar sample_weight (shape "
+                             f"{np.shape(sample_weight)}) with {reads[0]}, which reads the "
+                             f"weights themselves, is not supported: give one weight per "
+                             f"sample, shape ({n},) (at {user_location()})")
+        return np.full((n, 1), float(np.reshape(sample_weight, ())), dtype=np.float64)
 
     def predict_on_batch(self, x):
         """Keras's: the outputs for this batch, in one step."""

@@ -173,6 +173,7 @@ class TrainingMixin:
                              "fit", verbose)
             ds = self._dataset_with_padded_labels(ds)
             n_parts = self._dataset_parts(ds, "fit")
+            ds = self._dataset_weights(ds, "fit")
             spec = ds.element_spec
             n_in, n_out = len(self._inputs), len(self._outputs)
             if n_parts == n_in:
@@ -204,9 +205,12 @@ class TrainingMixin:
                 if cut == 0 or cut == n:
                     raise ValueError(f"[fit] validation_split {validation_split} of {n} samples "
                                      "leaves no training or no validation samples")
+                # (the weights in the shape given: evaluate checks them as fit did)
+                given = self.__dict__.get("_sw_given")
                 validation_data = ([a[cut:] for a in xs] if len(xs) > 1 else xs[0][cut:],
                                    [a[cut:] for a in ys] if len(ys) > 1 else ys[0][cut:],
-                                   None if sw is None else sw[cut:])
+                                   None if sw is None else
+                                   sw[cut:].reshape((-1,) + tuple(given or ())))
                 xs, ys = [a[:cut] for a in xs], [a[:cut] for a in ys]
                 sw = None if sw is None else sw[:cut]
                 n = cut
