@@ -1,6 +1,6 @@
 // The fast path's registers, operations and compiled loop (FastLoop::Impl),
-// shared by the register interpreter (fastloop.cpp) and the native code
-// generator (native.cpp). Private to those two files.
+// shared by the register interpreter (fastloop*.cpp) and the native code
+// (native*.cpp, the generator native_gen*.cpp). Private to those files.
 #pragma once
 
 #include <algorithm>
