@@ -408,7 +408,7 @@ CV Gen::if_(const FNode& n) {
   const bool then_bails = n.kids[1].op == Op::Bail;
   const bool else_bails = n.kids.size() > 2 && n.kids[2].op == Op::Bail;
   if (then_bails || else_bails) {
-    // A branch left to the general evaluation (fastloop.cpp, compile_branch):
+    // A branch left to the general evaluation (fastloop_compile.cpp, compile_branch):
     // taking it bails; the other branch is the if's value.
     llvm::Value* c = cond(n.kids[0]);
     if (then_bails && else_bails) {
