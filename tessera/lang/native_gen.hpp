@@ -23,19 +23,26 @@
 #include <utility>
 #include <vector>
 
-#include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Module.h>
-#include <llvm/Target/TargetMachine.h>
 
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
 #include "tessera/lang/native_helpers.hpp"
 #include "tessera/lang/native_lists.hpp"
+
+// Jit's members, complete in native.cpp only (ORC's headers are slow to
+// compile; the generator reads only the CPU's name and features).
+namespace llvm {
+class TargetMachine;
+namespace orc {
+class LLJIT;
+}  // namespace orc
+}  // namespace llvm
 
 namespace tessera::native_gen {
 
