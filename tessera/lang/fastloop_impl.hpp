@@ -1,6 +1,6 @@
 // The fast path's registers, operations and compiled loop (FastLoop::Impl),
-// shared by the register interpreter (fastloop.cpp) and the native code
-// generator (native.cpp). Private to those two files.
+// shared by the register interpreter (fastloop*.cpp) and the native code
+// (native*.cpp, the generator native_gen*.cpp). Private to those files.
 #pragma once
 
 #include <algorithm>
@@ -368,6 +368,15 @@ struct FastLoop::Impl {
   std::vector<int> frame_tuple_of;  // by register: index into frame_tuples, or -1
 
   // ---- compilation
+  // TESSERA_FAST_LOOPS=debug: say on stderr which loops stay general and why.
+  static bool debug();
+  // A primitive call of at most this many operands may be given its operands'
+  // arrays (FNode::reuse).
+  static constexpr size_t kMaxReuseKids = 4;
+  // A primitive with no effect but its result (no writes, not asynchronous,
+  // not a collective nor autodiff's): the fast path runs it, and it may take
+  // over its operands' arrays (link).
+  static bool pure_primitive(const PrimitiveSpec& spec);
   bool compile(const Node* n, FNode& out);
   // Replaces the tuples in `cond` and `body` (displays, variables holding
   // them, unpacking, constant indexing, calls returning them) by registers

@@ -3,7 +3,8 @@
 // int64 and bool scalars, Python's or NumPy's; arrays of known dtype and
 // rank that are only indexed) is compiled with LLVM's ORC JIT into one
 // function over those registers, called instead of the register
-// interpreter. No LLVM header is included here: they stay in native.cpp.
+// interpreter. No LLVM header is included here: they stay in native.cpp
+// and the generator's files (native_gen.hpp).
 #pragma once
 
 #include <cstdint>

@@ -13,7 +13,7 @@ void request_interrupt() noexcept;
 void clear_interrupt() noexcept;
 bool interrupt_requested() noexcept;
 // The flag itself (a lock-free std::atomic<bool>, one byte), for native
-// code that checks it on loop back-edges (lang/native.cpp).
+// code that checks it on loop back-edges (lang/native_gen.cpp).
 const volatile void* interrupt_flag_address() noexcept;
 
 // Throws Interrupted when an interrupt was requested.

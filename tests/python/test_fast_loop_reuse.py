@@ -1,5 +1,5 @@
 """A result written into a dying operand's buffer in the scalar-loop fast path
-(tessera/lang/fastloop.cpp, give()): `x = x + y`, `x = np.sqrt(x * 0.5 + y)`
+(tessera/lang/fastloop_state.cpp, give()): `x = x + y`, `x = np.sqrt(x * 0.5 + y)`
 reuse the buffer of `x` or of the temporary when nothing else refers to it.
 That must never be seen: arrays another variable, a view, a returned value, a
 caller's argument or a checkpoint still holds keep their values, and results

@@ -1,0 +1,835 @@
+// Gen, the code generator of the scalar loop fast path (native.cpp,
+// docs/runtime.md "Code generation"): the loop's tree of operations, typed
+// by the kinds its registers hold, becomes one LLVM function. Declared here
+// and defined by family: native_gen.cpp (the function: its frame, the
+// registers, statements, the state handed back, build), native_gen_analysis.cpp
+// (what the loop's tree shows before any code: rebinding arrays, lists),
+// native_gen_scalars.cpp (arithmetic and math calls), native_gen_arrays.cpp
+// (array registers, element reads and writes, the write log),
+// native_gen_containers.cpp (lists, lists of lists, strings, dicts and sets),
+// native_gen_loops.cpp (nested and range loops, their chunks and versions) and
+// native_gen_bounds.cpp (the index intervals checked once before a range loop).
+// Private to those files and native.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+
+#include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native.hpp"
+#include "tessera/lang/native_helpers.hpp"
+#include "tessera/lang/native_lists.hpp"
+
+// Jit's members, complete in native.cpp only (ORC's headers are slow to
+// compile; the generator reads only the CPU's name and features).
+namespace llvm {
+class TargetMachine;
+namespace orc {
+class LLJIT;
+}  // namespace orc
+}  // namespace llvm
+
+namespace tessera::native_gen {
+
+using FNode = FastLoop::Impl::FNode;
+
+// The JIT (one per process, made on first use: jit()).
+struct Jit {
+  std::unique_ptr<llvm::orc::LLJIT> lljit;
+  std::unique_ptr<llvm::TargetMachine> tm;
+  std::mutex mu;
+  uint64_t next = 0;
+  std::string error;
+  std::string cpu, features;
+  std::map<std::string, NativeFn> loaded;  // the code linked in this process, by symbol
+};
+Jit& jit();
+
+// By payload: an int (i64; int32 too, sign extended) or a float (double;
+// float32 too, its value exactly).
+inline bool is_int(Reg::Kind k) { return k == Reg::PyInt || k == Reg::NpInt || k == Reg::NpI32; }
+inline bool is_float(Reg::Kind k) {
+  return k == Reg::PyFloat || k == Reg::NpFloat || k == Reg::NpF32;
+}
+inline bool is_bool(Reg::Kind k) { return k == Reg::PyBool || k == Reg::NpBool; }
+inline bool is_narrow(int k) { return k == Reg::NpF32 || k == Reg::NpI32; }
+inline bool is_strong(Reg::Kind k) { return k >= Reg::NpBool && k <= Reg::NpI32; }
+inline bool is_scalar(Reg::Kind k) { return k >= Reg::PyBool && k <= Reg::NpI32; }
+
+inline const char* kind_name(Reg::Kind k) {
+  static const char* names[] = {"undefined",  "None",       "bool",     "int",
+                                "float",      "np.bool",    "np.int64", "np.float64",
+                                "np.float32", "np.int32",   "array",    "object"};
+  return names[k];
+}
+
+// Refusal: the loop stays on the interpreter, with this reason.
+struct Refuse {
+  std::string why;
+};
+
+// A value in the generated code: its kind, known when compiling, and its
+// payload (i1 for bools, i64 for ints, double for floats; none for None).
+// Dyn: a kind known only at run time (the value of an `if` whose branches
+// differ), as an i8 kind and an i64 payload; it can only become the loop's
+// value. Arr: the register holding the array.
+constexpr int kDyn = 100;
+// s: for a number whose kind is NumPy's or Python's depending on the turn (a
+// variable that holds 0.0, then s + x[i]), an i1 "strong" and k the Python
+// kind; null when k says it all.
+struct CV {
+  int k = Reg::Nil;
+  llvm::Value* v = nullptr;
+  llvm::Value* p = nullptr;  // Dyn's payload
+  int arr = -1;
+  llvm::Value* s = nullptr;
+};
+
+inline Reg::Kind py_kind(Reg::Kind k) {
+  return k == Reg::NpBool ? Reg::PyBool : k == Reg::NpInt ? Reg::PyInt : k == Reg::NpFloat ? Reg::PyFloat : k;
+}
+inline Reg::Kind np_kind(Reg::Kind k) {
+  return k == Reg::PyBool ? Reg::NpBool : k == Reg::PyInt ? Reg::NpInt : k == Reg::PyFloat ? Reg::NpFloat : k;
+}
+
+// Thrown when a variable turns out to hold both Python's and NumPy's kind of
+// one family: the function is generated again with it dynamic.
+struct Retry {
+  int reg;
+};
+
+// A variable holding a view of an array variable's row (`row = A[i]`,
+// `for row in A`): `from` A's register, `nidx` the indices given.
+struct RowOf {
+  int from;
+  size_t nidx;
+  int fixed;  // the array variable `from` always holds (itself, or what it aliases)
+};
+
+// The code of one loop: made for its registers' kinds (regs, arrays,
+// objects), emitted into `mod` by build(); throws Refuse or Retry.
+struct Gen {
+  const FastLoop::Impl& im;
+  // The loop's condition and body as compiled: im's, or a copy with chained
+  // element accesses flattened (ChainFlattener).
+  const FNode& loop_cond;
+  const FNode& loop_body;
+  // Row variables (ChainFlattener::rows): the register holds the row's
+  // base, extents and strides in its slots, and no array entry (payload -1)
+  // until the state goes back to the interpreter (store_state makes one).
+  std::map<int, RowOf> rows;
+  std::map<int, llvm::Value*> row_off;  // the row's first element, from A's (an i64 alloca)
+  const std::vector<Reg>& regs;
+  const std::vector<ArrEntry>& arrays;
+  const std::vector<Value>& objects;
+  llvm::LLVMContext& ctx;
+  llvm::Module& mod;
+  llvm::IRBuilder<> b;
+  llvm::Function* fn = nullptr;
+  llvm::Value* cptr = nullptr;  // NativeCtx* as i8*
+
+  llvm::Type *i1, *i8, *i32, *i64, *f64, *i8p;
+  std::vector<Reg::Kind> kind;        // per register: the kind it holds in the code
+  std::vector<bool> maybe_undef;      // undefined at the call's start
+  std::vector<llvm::Value*> val;      // allocas (typed by kind)
+  std::vector<llvm::Value*> def;      // i1 allocas: defined now
+  std::vector<llvm::Value*> asg;      // i8 allocas: assigned (for write_back)
+  std::vector<llvm::Value*> arr_base; // per Arr register: base pointer, shapes, strides
+  std::vector<std::vector<llvm::Value*>> arr_shape, arr_stride;
+  std::vector<llvm::Value*> arr_payload;  // the register's payload (its array entry)
+  // An array register's static type: what the arrays it holds in this code
+  // are (from its array at the call's start, or the first one assigned).
+  struct ArrT {
+    DType dt = DType::float64;
+    int nd = 0;
+    bool writable = false;
+    bool indexable = false;
+    bool unit_last = false;  // the last dimension's stride is 1 (native_unit_last)
+  };
+  std::vector<ArrT> atype;
+  // Registers that may hold another array during the call (assigned
+  // np.zeros(n), x.copy(), u_next, ...; native_arrays.hpp): their base,
+  // extents, strides, entry and freshness (made in this call: writes into it
+  // need no undo) in allocas; null for the arrays fixed for the call.
+  std::vector<bool> rebinds;
+  std::vector<bool> const_only;        // int registers assigned int constants only
+  std::vector<llvm::Value*> slot_base, slot_pay, slot_fresh;
+  std::vector<std::vector<llvm::Value*>> slot_shape, slot_stride;
+  bool makes_arrays = false;        // the loop makes arrays (a sweep at each turn's start)
+  llvm::Value* made_any = nullptr;  // i1 alloca: arrays made since the last sweep
+  // Lists (docs/runtime.md, "Lists built by append"): object registers hold
+  // the index of a list in the interpreter's objects (an i64 alloca in
+  // `val`), made and appended to by helpers (native_list_new/_append), so
+  // that the lists are the interpreter's own, logged for its roll-back.
+  // `held`: per register, the object it holds (-1: none), for the append's
+  // aliasing check; `sweeps`: the blocks that hand the registers to
+  // native_sweep, which get the object registers' stores once every
+  // register's kind is known (the end of build).
+  bool lists = false;
+  llvm::Value* held = nullptr;
+  // Per register, the kind of number its list's items are read as (-1: not
+  // known): the first item of the list it holds now, or of the list it is
+  // assigned (`_it = iterate(xs)`), or the kind of the variable an item is
+  // assigned to. A read of another kind bails.
+  std::vector<int> item_kind;
+  // Per register: it holds a dict (a set) in this code; item_kind is then
+  // the kind of its values (docs/runtime.md, "Dicts and sets in native code").
+  std::vector<bool> dict_reg;
+  // Per register, the kind t[i][j] is read as for a list of lists (-1: none;
+  // native_table_kind of its list when the call starts).
+  std::vector<int> table_kind;
+  // Per register, true when the loop never assigns it, appends to it or
+  // writes into it: the list it holds when the call starts stays that list,
+  // with the same items, for the whole call (a write through another
+  // register holding it bails: `held`), so xs[i] reads of it are memoised.
+  std::vector<bool> list_fixed;
+  // Per register, true when it appears only as t in t[i][j], t[i][j] = v,
+  // len(t) and len(t[i]): no other register comes to hold its list in the
+  // call, so rows it made its own stay so (t[i][j] read and written in place,
+  // NativeValueLayout). `row_gen`: per such register, an i64 alloca counting
+  // the writes through native_list2_set, each of which may move a row (the
+  // row addresses kept by the sites are good while it is unchanged).
+  std::vector<bool> table_plain;
+  std::map<int, llvm::Value*> row_gen;
+  // `for x in xs`'s `_it = iterate(xs)` where `_it` is read only by that
+  // loop (and its len() before it) and the loop does not assign xs: `_it`
+  // holds xs's own list (no new object), and is left out of `held`, so that
+  // an append to xs after the loop neither bails nor copies the list.
+  std::set<const FNode*> iterate_alias;
+  std::vector<bool> no_held;
+  // Checks that no register but `r` holds the object `obj` (a write through
+  // r would be seen there: the interpreter's), written at the end of build
+  // over the object registers alone, once every register's kind is known:
+  // `block` gets the comparisons and stores the answer in `other`, then
+  // branches to `next`.
+  struct HeldCheck {
+    llvm::BasicBlock *block, *next;
+    int r;
+    llvm::Value *obj, *other;
+  };
+  std::vector<HeldCheck> held_checks;
+  std::vector<llvm::BasicBlock*> sweeps;
+  std::map<int, llvm::Value*> counts;     // slot -> i64 alloca
+  llvm::Value *undo_ptr = nullptr, *undo_n = nullptr, *undo_cap = nullptr;
+  llvm::Value *last_k = nullptr, *last_p = nullptr;
+  llvm::BasicBlock *bail = nullptr, *exit = nullptr;
+  llvm::PHINode* exit_code = nullptr;
+  struct LoopTargets {
+    llvm::BasicBlock* cont;
+    llvm::BasicBlock* brk;
+    llvm::Value* last_k;  // nested loops: allocas of their value
+    llvm::Value* last_p;
+  };
+  std::vector<LoopTargets> loops;
+
+  const std::vector<bool>& dyn;  // registers whose strongness is dynamic
+  std::vector<llvm::Value*> strong;  // their i1 allocas
+  llvm::Value *regp = nullptr, *asgp = nullptr;  // the context's registers and assigned flags
+
+  // The version of a range loop being emitted (range_loop): the accesses
+  // whose indices were checked before the loop for all its turns, and the
+  // index arithmetic under them (no bounds checks, no overflow checks).
+  const std::set<const FNode*>* proven = nullptr;
+  bool is_proven(const FNode& n) const { return proven && proven->count(&n); }
+  // Range loops' counter increments: k + 1 right after k < end held.
+  std::set<const FNode*> no_overflow;
+  // The proven writes of the loop being emitted were logged before it.
+  bool prelogged = false;
+  // A write of a turn without loops: its element's address and old bytes in
+  // registers (allocas that -O3 promotes), restored by that turn's bail.
+  struct Site {
+    llvm::Value* addr;  // i8** alloca
+    llvm::Value* old;   // iN* alloca
+    llvm::Type* t;
+  };
+  std::vector<Site>* sites = nullptr;
+  // Where Ctrl-C inside a turn exits (the state as it is: the general path
+  // raises at once, as Python stops mid-statement).
+  llvm::BasicBlock* interrupted = nullptr;
+  std::map<int, llvm::Value*> snapped;  // per array register: i1 alloca, copied whole this call
+  bool uniform_draws = false;  // np.random.random() emitted (since reset)
+  int64_t bails = 0;                    // bail_if()s emitted so far (a constant false aside)
+  llvm::Value* interrupt_at = nullptr;  // the interrupt flag's address (NativeCtx::interrupt)
+
+  Gen(const FastLoop::Impl& im_, const FNode& cond_, const FNode& body_,
+      const std::vector<Reg>& regs_, const std::vector<ArrEntry>& arrays_,
+      const std::vector<Value>& objects_, llvm::LLVMContext& c, llvm::Module& m,
+      const std::vector<bool>& dyn_, const std::map<int, RowOf>& rows_)
+      : im(im_), loop_cond(cond_), loop_body(body_), rows(rows_), regs(regs_), arrays(arrays_),
+        objects(objects_), ctx(c), mod(m), b(c), dyn(dyn_) {
+    i1 = b.getInt1Ty();
+    i8 = b.getInt8Ty();
+    i32 = b.getInt32Ty();
+    i64 = b.getInt64Ty();
+    f64 = b.getDoubleTy();
+    i8p = b.getInt8PtrTy();
+  }
+
+  // ---- memory of the context
+  llvm::Value* field(llvm::Value* base, int64_t offset, llvm::Type* t);
+  llvm::Value* ctx_ptr(size_t offset);
+  // Helper function `f` (one of kHelpers), read from the context at the
+  // function's entry: no process address is in the code (the disk cache).
+  std::map<size_t, llvm::Value*> helper_at;
+  llvm::Value* fptr(void* f, llvm::FunctionType* t);
+  llvm::Type* type_of(Reg::Kind k);
+  llvm::Value* to_payload(const CV& v);  // i64 for a Reg's union
+  llvm::Value* kind_of(const CV& v);
+  llvm::Value* strong_of(const CV& v);
+  // A number of Python kind `py` whose strongness is `s`.
+  CV mk(int py, llvm::Value* v, llvm::Value* s);
+  bool static_strong(const CV& v) { return !v.s && is_strong(static_cast<Reg::Kind>(v.k)); }
+
+  void dead_block();
+  void bail_if(llvm::Value* cond);
+  llvm::MDNode* unlikely() { return llvm::MDBuilder(ctx).createBranchWeights(1, 1 << 20); }
+
+  void count(int slot);
+
+  // ---- truth and conditions
+  llvm::Value* truth(const CV& v);
+  // The truth of a condition; `and`/`or` branch as the interpreter
+  // evaluates them (a NumPy scalar on the left evaluates both sides).
+  llvm::Value* cond(const FNode& n);
+
+  // `and`/`or` in a condition whose left side is Python's or NumPy's number
+  // by turns (strong: `s`): the right side is evaluated unless the left
+  // decides and is Python's (a NumPy scalar evaluates both, as the
+  // interpreter does); the truth is the same either way.
+  llvm::Value* cond_varying(const FNode& n, llvm::Value* ta, llvm::Value* s);
+
+  // `and`/`or` whose left side `ta` decides alone when it is false (and) or
+  // true (or): the right side, `rhs_truth`, is evaluated in a block of its
+  // own; the result is the phi of the two.
+  template <class F>
+  llvm::Value* short_circuit(const FNode& n, llvm::Value* ta, F rhs_truth) {
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    llvm::BasicBlock* rhs = llvm::BasicBlock::Create(ctx, "rhs", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "logic", fn);
+    if (n.is_and)
+      b.CreateCondBr(ta, rhs, done);
+    else
+      b.CreateCondBr(ta, done, rhs);
+    b.SetInsertPoint(rhs);
+    llvm::Value* tb = rhs_truth();
+    llvm::BasicBlock* rhs_end = b.GetInsertBlock();
+    b.CreateBr(done);
+    b.SetInsertPoint(done);
+    llvm::PHINode* phi = b.CreatePHI(i1, 2);
+    phi->addIncoming(b.getInt1(!n.is_and), from);
+    phi->addIncoming(tb, rhs_end);
+    return phi;
+  }
+
+  // ---- registers
+  // ---- array registers' descriptors (fixed for the call, or in allocas)
+  llvm::Value* abase(int r) { return slot_base[r] ? b.CreateLoad(i8p, slot_base[r]) : arr_base[r]; }
+  llvm::Value* ashape(int r, size_t d);
+  llvm::Value* astride(int r, size_t d);
+  llvm::Value* apay(int r);
+  llvm::Value* fresh_of(int r);
+  // The allocas of register r's array (made once, in the entry block; a
+  // register that held an array at the call's start gets its values there).
+  void ensure_slots(int r);
+  // A new array in register r (type t, its entry `entry`, its descriptor at
+  // `desc`, a NativeArray) or that of register q (desc null).
+  void set_array(int r, const ArrT& t, llvm::Value* entry, llvm::Value* desc, int q);
+
+  // r = x[i...]: a row (a view) of array variable x in register r's slots,
+  // its entry made only if the state goes back to the interpreter.
+  void set_row(int r, const RowOf& row, const FNode& g);
+
+  // np.zeros(n), np.ones(n), np.empty(n) (float64), and np.zeros_like(x),
+  // np.ones_like(x), np.empty_like(x), np.copy(x), x.copy() (copy_value) of
+  // an array variable: the result's type; false for anything else.
+  static bool alloc_name(const FNode& n);
+  bool alloc_type(const FNode& n, ArrT& t);
+  // r = <an allocation>: the primitive run by native_alloc (its errors: a
+  // bail, the interpreter's to report), its array to register r.
+  void alloc_into(int r, const FNode& n, const ArrT& t);
+
+  // A number for a helper, as a Reg ({kind, payload}) in a slot of `at`.
+  void put_reg(llvm::Value* at, int64_t k, const CV& v);
+  static bool scalar_cv(const CV& v);
+  // [a, b], list(): a new list of numbers (native_list_new), made in the
+  // interpreter's objects (released by its sweep between turns).
+  CV new_list(const FNode& n);
+  // xs[i] of a list register and an int: native_list_get, for items of the
+  // kind item_kind says (another kind, or an index out of range: a bail).
+  CV list_item(const FNode& n);
+
+  // xs.append(v) of a number: native_list_append, which declines (a bail)
+  // what the interpreter's append leaves to the general path (no list, a
+  // list another register holds).
+  CV append(const FNode& n);
+
+  // ---- lists of lists and string characters (native_lists.hpp): helpers
+  // on the interpreter's objects, a bail for whatever they decline.
+  bool list_var(const FNode& k) const;
+  llvm::Value* int_index(const FNode& k);
+  llvm::Value* reg_arg(const CV& v);
+  // ---- rows read and written in place (table_plain registers)
+  static const NativeValueLayout& layout() { return native_value_layout(); }
+  // The ValueKind byte of a Python int or float of register kind `k` when
+  // register r's rows may be read or written in place; -1 otherwise.
+  int in_place_kind(int r, int k) const;
+  llvm::Value* row_gen_of(int r);
+  // After a write through a helper into register r's list: the rows kept
+  // by the sites are looked up again.
+  void bump_rows(int r);
+  // A site's row: valid (i1), its index as written, the writes count it
+  // was found at, its items' address and number.
+  struct RowSite {
+    llvm::Value *ok, *key, *gen, *data, *len, *buf;
+  };
+  RowSite row_site(int r);
+  llvm::Value* site_hit(const RowSite& s, llvm::Value* i, llvm::Value* gen);
+  void fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Value* gen);
+  // Item j of the site's row (negative from the end) when the site holds a
+  // row, j is in range and the item is of ValueKind `want`: its address;
+  // null otherwise (the helpers then do what Python does).
+  llvm::Value* site_item(const RowSite& s, llvm::Value* j, int want);
+  // t[i][j] of a list of lists (native_list2_get), read as table_kind says.
+  CV list2_item(const FNode& n);
+  // len(t[i]) of a list's item (native_list2_len).
+  CV list2_len(const FNode& n);
+  // t[i][j] = v (`t = setitem(t, setitem(t[i], v, j), i)`) and xs[i] = v of
+  // a list register: native_list2_set / native_list_set, in the
+  // interpreter's order (the value, then the indices).
+  CV list_setitem(const FNode& n);
+  // s[i] of a variable holding a string when the call starts, or a
+  // one-character ASCII constant: compared as bytes (char_compare).
+  bool char_operand(const FNode& k) const;
+  llvm::Value* char_byte(const FNode& k);
+  CV char_compare(const FNode& n);
+
+  CV read(int r);
+  void write(int r, const CV& v);
+
+  // ---- arithmetic (int_op / float_op of fastloop.cpp)
+  CV int_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y);
+  // k when `y` is the constant 2**k (k < 63), else -1.
+  static int pow2(llvm::Value* y);
+  // `strong`: the result is NumPy's int64 (else Python's int), when known.
+  CV int_op0(Fast f, llvm::Value* x, llvm::Value* y, llvm::Value* strong = nullptr);
+
+  CV float_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y);
+  CV float_op0(Fast f, llvm::Value* x, llvm::Value* y);
+
+  // x ** y as the interpreter's scalar power (Python's meaning): a float
+  // operand, std::pow; two ints, by squaring with overflow checks, for a
+  // constant exponent >= 0 (others stay on the interpreter).
+  CV power(const CV& a, const CV& c);
+
+  llvm::Value* as_double(const CV& v);
+
+  // An operand a float32 or int32 (FastLoop::Impl::binary_narrow): a
+  // float32 or int32 result computed into `a` (true, `c` unused), or both
+  // widened to float64/int64 for the code below (true), or false.
+  bool narrow_binary(const FNode& n, CV& a, CV& c);
+
+  CV binary(const FNode& n);
+  CV wide_binary(const FNode& n, const CV& a, const CV& c);
+
+  // ---- elements
+  // ---- float32 and narrow int elements: NumPy's scalars of those dtypes
+  // have no register kind (the interpreter holds them as 0-d arrays), so
+  // their reads are compiled only where the kind does not matter: as an
+  // index (x[idx[k]]), or as the value of an element write whose cast is
+  // exact (y[i] = x32[i] into float64, int64 or the same dtype).
+  llvm::Type* narrow_type(DType dt);
+  static bool is_unsigned_dt(DType dt);
+  // The dtype of x[i, ...] when `n` reads one element of a float32 or
+  // narrow int array variable; float64 (none of them) otherwise.
+  DType narrow_of(const FNode& n);
+  bool narrow_int(const FNode& n);
+  // NumPy's cast of `from` into `to` is exact (no rounding, no wrap-around).
+  static bool exact_cast(DType from, DType to);
+  // The element n (narrow_of(n) is not float64) as stored.
+  llvm::Value* narrow_read(const FNode& n);
+  // Element v of dtype `from` as an element of dtype `to` (exact_cast).
+  llvm::Value* cast_exact(llvm::Value* v, DType from, DType to, llvm::Type* t);
+
+  llvm::Value* element_offset(const FNode& n, int r, size_t first, size_t nidx);
+
+  // ---- dicts and sets (native_dicts.hpp; docs/runtime.md, "Dicts and sets
+  // in native code"). Registers holding a dict when the loop starts, or
+  // assigned `{}` (`set()`), through `e = d`; the kind of their values from
+  // their first item, else from what the loop writes into them.
+  void find_dicts(const std::vector<const FNode*>& asg);
+  // The kind of a number written into a dict, as far as it shows without
+  // running the loop (`d.get(k, 0) + 1`: Python's int); -1 unknown. A wrong
+  // guess costs a bail at the first read of another kind, not an answer.
+  int written_kind(const FNode& v) const;
+  // The key of d[k], d[i, j] (a tuple), `k in d`: numbers, as Regs in an
+  // alloca for the helper.
+  // `first`: the first key's value.
+  llvm::Value* dict_key(const FNode* const* keys, size_t nkeys, CV* first = nullptr);
+  // ---- int keys probed by the code itself (docs/runtime.md, "Dicts and sets
+  // in native code"): a compact, indexed dict's slots read in place, as
+  // Dict::position_of_int does (the layout of core/value.cpp, given by
+  // native_dict_view); a helper call only for a write, a dict of another
+  // form, a key past +-2**53, or a value of another kind.
+  // Every helper call but a dict's read may change a dict (a write, a new
+  // object, a sweep): `dict_epoch` counts them, and a register's view is good
+  // while the count is the one it was taken at.
+  llvm::Value* dict_epoch = nullptr;
+  llvm::Value* dict_epoch_of();
+  struct DictView {
+    llvm::Value *ok, *obj, *epoch, *buf;  // i1, i64, i64, five i64 (native_dict_view's, and
+                                          // native_dict_set's result of it)
+  };
+  std::map<int, DictView> dict_views;
+  DictView dict_view_of(int r);
+  // Whether int `key` (an int register's i64) is in register r's dict `obj`,
+  // found by the code: decided (i1); if so, its position (-1: not there) and
+  // the items' and kinds' addresses (i8*) to read its value.
+  struct InPlaceProbe {
+    llvm::Value *decided, *pos, *numbers, *kinds;
+  };
+  InPlaceProbe dict_probe(int r, llvm::Value* obj, llvm::Value* key);
+  // The compact kind (DictValueKind) a value of register kind k is held as:
+  // -1 for NumPy's scalars (held as Values).
+  static int compact_kind(int k);
+  // The item at a found position: whether its value is of compact kind `ck`, and its bits.
+  std::pair<llvm::Value*, llvm::Value*> dict_probed_value(const InPlaceProbe& p, int ck);
+  // native_dict_find on register r's dict: its status, the value's payload
+  // in `out` when `kind` >= 0.
+  llvm::Value* dict_find(llvm::Value* obj, llvm::Value* key, size_t nkeys, int kind,
+                         llvm::Value* out);
+  CV dict_value(int k, llvm::Value* payload);
+  int dict_kind(int r);
+  // d[k] (a missing key: the interpreter's KeyError at the user's line).
+  CV dict_item(const FNode& n);
+  // `k in d` (not_ of it: negate) and d.get(k, default) of a number default.
+  CV dict_call(const FNode& n);
+  // d[k] = v, d[i, j] = v, s.add(k) (`s[k] = True`), d[k] += v.
+  CV dict_set(const FNode& n);
+  // Whether a register other than r holds object `obj` now (i1): its
+  // comparisons are written at the end of build (HeldCheck).
+  llvm::Value* held_elsewhere(int r, llvm::Value* obj);
+  // {} and set() made in the loop (an empty dict: native_dict_new).
+  CV new_dict(const FNode& n);
+
+  bool arr_var(const FNode& k) { return k.op == Op::Var && kind[k.reg] == Reg::Arr; }
+
+  CV getitem(const FNode& n);
+
+  // element_cast<T>(double) for an integer T of `bits` bits (array.hpp):
+  // out of int64's range gives T's minimum.
+  llvm::Value* float_to_int(llvm::Value* f, llvm::Type* t, bool is_unsigned);
+
+  CV setitem(const FNode& n);
+
+  // An element write of array register `r` that no check before the loop
+  // covers (an insertion sort's `a[j + 1] = a[j]` under `while j >= 0`):
+  // its old bytes to the log, until the call's log holds as many bytes as
+  // the array; then the whole array is copied to the log once
+  // (snapshot_once) and its later writes in this call are not logged.
+  // Millions of shifts within a few thousand elements cost one copy, not a
+  // log of tens of megabytes; an array written a few times is never copied.
+  void log_or_snapshot(int r, llvm::Value* p, llvm::Type* it, unsigned size);
+
+  // The old bytes of the element at `p` to the log.
+  void log_write(llvm::Value* p, llvm::Type* it, unsigned size);
+
+  CV astype(const FNode& n);
+
+  // A float function of one number (np.sqrt(x), math.exp(x), ...): the
+  // kind of its result found by calling the primitive once on a sample.
+  CV call(const FNode& n);
+
+  // `-x` of a number (its kind kept: Python's int overflows at INT64_MIN, to
+  // the general path; NumPy's int64 and int32 wrap around) and Python's
+  // `not x` (a Python bool whatever x's kind).
+  CV negate(const FNode& n);
+
+  int probe(const FNode& n, UnaryOp op, const CV& v);
+
+  CV finish_call(const FNode& n, UnaryOp op, const CV& v, int rk);
+
+  // ---- statements
+  // A value for an operation: a list is one only for len(), an append, an
+  // assignment, and as a statement's or the loop's value (eval_any).
+  CV eval(const FNode& n);
+  CV eval_any(const FNode& n);
+
+  // Merges two values coming from `ba` and `bb` into `at` (the current block).
+  CV merge(const CV& a, llvm::BasicBlock* ba, const CV& c, llvm::BasicBlock* bc);
+
+  CV if_(const FNode& n);
+
+  void interrupt_check(llvm::BasicBlock* on_interrupt);
+
+  struct RangeLoop {
+    const FNode* cond = nullptr;
+    int k = -1;
+    const FNode* end = nullptr;  // a variable or a constant
+    int64_t step = 0;
+    size_t inc_at = 0;            // body.kids[inc_at] is k = k + step
+    const FNode* inc = nullptr;   // k + step
+    std::map<int, size_t> ivar;   // registers set to k before the increment (i = k), and where
+    std::set<int> assigned;       // registers assigned in the body
+    std::set<int> rebound;        // array registers assigned another array in the body
+    bool loops_in = false;        // loops inside the body
+  };
+  // An element access whose indices are the counter plus what the loop does
+  // not change, checked at the loop's first and last turns.
+  struct Hoisted {
+    const FNode* n;
+    int arr;
+    size_t first;             // kids[first...] are the indices
+    bool after_inc;           // evaluated after k = k + step (k is then t + step)
+    std::vector<int> coef;    // per index: -1, 0 or 1 times the counter
+  };
+
+  // A nested loop (FastLoop::Impl::loop): Ctrl-C inside a turn bails.
+  CV while_(const FNode& n);
+
+  // The turns of range loop `n` with the accesses in `pr` unchecked (and
+  // their writes logged before), in chunks of 65536 turns with Ctrl-C
+  // checked between them: the turns of a chunk form a loop with no exit but
+  // its end, which LLVM vectorises. Ends branching to `done`.
+  void range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value* e0, llvm::Value* lk,
+                    llvm::Value* lp, llvm::BasicBlock* done, const std::set<const FNode*>& pr);
+
+  // Node counters that always hold the same value, merged into one before
+  // -O3: each counted node has its own counter, incremented where the node
+  // runs, so the nodes of one loop body are a dozen equal counters that
+  // LLVM keeps apart (each started from 0, equal only by induction), packs
+  // into vectors and spills around the nest's inner loops (conv2d_loop's
+  // windows). Counters are equal wherever they are read when they are
+  // incremented equally often in every region (a block and the blocks
+  // after its checks: the other way out of a check leads to no read of a
+  // counter) and no read falls between the increments of one region.
+  void merge_counters();
+
+  // One turn of range loop `n` with the accesses in `pr` unchecked, then
+  // back to `head`.
+  void unchecked_turn(const FNode& n, const RangeLoop& rl, llvm::BasicBlock* head,
+                      llvm::BasicBlock* done, llvm::Value* lk, llvm::Value* lp,
+                      const std::set<const FNode*>& pr);
+
+  // True when every element access under `n` is in `pr`.
+  bool all_proven(const FNode& n, const std::set<const FNode*>& pr);
+
+  // A copy of array register `r` to the log, once per call (before writes
+  // not logged one by one).
+  void snapshot_once(int r);
+
+  // ---- loop nests: the intervals of the int variables of a range loop's
+  // body, known before it, for the accesses of inner loops. An inner loop is
+  // the translator's `for j in range(s, e)`: k2 = s; e2 = e; while(k2 < e2,
+  // block(j = k2, k2 = k2 + 1, ...)) in one block; k2 takes values in
+  // [s, max(s, e - 1 + step)], j in [s, e - 1] (a negative step: mirrored).
+  struct Inner {
+    const FNode* start;  // the expressions assigned to k2 and e2 before the loop
+    const FNode* stop;
+    int64_t step;
+    int k;
+  };
+  struct Nest {
+    const RangeLoop* rl;
+    llvm::Value *k0, *e0;
+    std::map<int, std::vector<const FNode*>> assigns;  // per register: its Assign nodes
+    std::vector<Inner> inners;
+    std::map<const FNode*, std::pair<int, size_t>> role;  // Assign -> (0 init, 1 inc, 2 ivar, 3 end; inner)
+    std::map<int, std::pair<llvm::Value*, llvm::Value*>> memo;
+    std::set<int> visiting;
+    llvm::Value* bad;
+  };
+
+  static void assigns_of(const FNode& n, Nest& ns);
+
+  void find_inners(const FNode& n, Nest& ns);
+
+  // Python's a // c for a constant c > 0.
+  llvm::Value* floor_div(llvm::Value* a, int64_t c);
+  llvm::Value* smin(llvm::Value* x, llvm::Value* y) { return b.CreateSelect(b.CreateICmpSLT(x, y), x, y); }
+  llvm::Value* smax(llvm::Value* x, llvm::Value* y) { return b.CreateSelect(b.CreateICmpSGT(x, y), x, y); }
+  llvm::Value* checked(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y, Nest& ns);
+
+  // The interval [lo, hi] of int expression `x` over the nest's turns;
+  // false when it is not known before the loop.
+  bool interval(const FNode& x, Nest& ns, llvm::Value*& lo, llvm::Value*& hi);
+
+  bool var_interval(int r, Nest& ns, llvm::Value*& lo, llvm::Value*& hi);
+
+  // Marks the index arithmetic of an access proven (no overflow checks, and
+  // a % whose divisor interval() found positive without its zero check).
+  static void index_ops(const FNode& n, std::set<const FNode*>& pr);
+
+  void nest_collect(const FNode& n, Nest& ns, llvm::Value*& ok, std::set<const FNode*>& pr,
+                    std::set<int>& copy);
+
+  // Before a range loop with loops inside: true when every access of the
+  // nest whose indices have known intervals (and not already in `pr`) is in
+  // range for all of them; those join `pr`, and the arrays they write,
+  // `copy` (copied whole once per call before the loop).
+  llvm::Value* nest_ok(const FNode& body, const RangeLoop& rl, llvm::Value* k0, llvm::Value* e0,
+                       std::set<const FNode*>& pr, std::set<int>& copy);
+
+  // ---- range loops: `for i in range(a, b)` as the translator writes it,
+  // while(k < e, block(i = k, k = k + 1, ...)) (or k > e and k + -1), with
+  // neither k nor e assigned elsewhere in the body and no loop inside it.
+  static void scan(const FNode& n, std::map<int, int>& assigns, bool& loops_in);
+  bool int_reg(int r) const { return is_int(kind[r]) && !dyn[r]; }
+  // A range's step for a loop condition k < e (positive) or k > e
+  // (negative), as `range(a, b, step)` gives: at most 2^32 either way, so
+  // that the bounds below stay far from int64's ends.
+  static bool step_of(Fast cond, int64_t step);
+  // The counter's value at the last turn of a loop that turns at least once
+  // (k0 before e0): k0 plus the whole steps that stay before e0.
+  llvm::Value* last_turn(const RangeLoop& rl, llvm::Value* k0, llvm::Value* e0);
+  // The number of turns of such a loop.
+  llvm::Value* turn_count(const RangeLoop& rl, llvm::Value* k0, llvm::Value* e0);
+
+  bool range_loop(const FNode& cond, const FNode& body, RangeLoop& rl);
+
+  // The coefficient of the counter in index expression `n` (-1, 0, 1), or 2
+  // when `n` is not the counter plus or minus what the loop leaves alone.
+  int affine(const FNode& n, const RangeLoop& rl, size_t at, std::vector<const FNode*>& ops);
+
+  void collect(const FNode& n, const RangeLoop& rl, size_t at, std::vector<Hoisted>& hs,
+               std::set<const FNode*>& pr);
+
+  // Index expression `n` (affine) with the counter at `t`; `bad` collects
+  // overflows and variables not defined.
+  llvm::Value* affine_at(const FNode& n, const RangeLoop& rl, bool after_inc, llvm::Value* t,
+                         llvm::Value*& bad);
+
+  // A range's end LLVM knows: a constant, or a register assigned only
+  // constants (its value at the loop is one of them, before the optimiser
+  // runs it is a load).
+  bool const_end(const RangeLoop& rl) const;
+
+  llvm::Value* end_value(const RangeLoop& rl, llvm::Value*& bad);
+
+  // Before a range loop: true when it turns at least once and every hoisted
+  // access is in range at its first and last turns (so at all of them: the
+  // indices are monotonic in the counter). Sets k0 and e0.
+  llvm::Value* range_ok(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Value*& k0,
+                        llvm::Value*& e0);
+
+  // The old bytes of every element the proven writes of a range loop will
+  // write (all turns), to the log, before the loop: no logging inside it.
+  // An array written by a range loop is copied whole (once per call) when
+  // it has at most 4 elements per turn of the loop; else the elements it
+  // will write are logged.
+  void prelog(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Value* k0,
+              llvm::Value* e0);
+
+  // The end of this chunk of a range loop's turns: at most `room` more.
+  llvm::Value* chunk_limit(const RangeLoop& rl, llvm::Value* k, llvm::Value* e0, llvm::Value* room);
+  llvm::Value* before(const RangeLoop& rl, llvm::Value* k, llvm::Value* lim);
+
+  // The registers, counters and the loop's value back to the context, each
+  // as `get` gives it (now, or as at the start of the turn).
+  using Getter = std::function<llvm::Value*(llvm::Value*, llvm::Type*)>;
+  void store_state(const Getter& get);
+
+  // Row register r to the context's registers: its entry, made now
+  // (native_row_view) when it has none yet; Undef when it holds no row or
+  // the entry cannot be made.
+  void store_row(int r, const Getter& get);
+
+  // Object register r ({Obj, index}, or Undef) to the context's registers.
+  void store_obj(size_t r, llvm::Value* d, llvm::Value* index);
+
+  // The state at the start of a turn, block `at` (loads that -O3 turns into
+  // the values live there), for a bail block; made once the turn's code is
+  // emitted (the registers it assigns first have their allocas then).
+  std::map<llvm::Value*, llvm::Value*> snapshot(llvm::BasicBlock* at);
+
+  // The turns of a versioned range loop, in chunks: at `chunk`, Ctrl-C and
+  // the turn limit (to `checkpoint`), then turns while the counter is before
+  // the chunk's end, each emitted by `turn` (called once, in the turn's
+  // block), then the next chunk, or
+  // `done` at e0. Returns the turn's block.
+  llvm::BasicBlock* chunked_turns(const RangeLoop& rl, llvm::Value* e0, llvm::BasicBlock* chunk,
+                                  llvm::BasicBlock* done, llvm::BasicBlock* checkpoint,
+                                  llvm::BasicBlock* interrupted, llvm::Value* max_turns,
+                                  llvm::Value* turns,
+                                  const std::function<void()>& turn);
+
+  // The body's accesses the range loop `rl` proves (hs, pr) and the check
+  // of them before it (true: the unchecked version may run), its counter's
+  // increment then without overflow check.
+  llvm::Value* hoist(const RangeLoop& rl, std::vector<Hoisted>& hs, std::set<const FNode*>& pr,
+                     llvm::Value*& k0, llvm::Value*& e0);
+
+  // Registers that may be assigned another array (rebinds): those assigned
+  // an allocation or a variable (see below), found until nothing changes.
+  void find_rebinds();
+
+  // Lists in the loop: made or appended to (their sweep at each turn's
+  // start), or a variable holding one (or another object) when it began.
+  void find_lists();
+  void find_fixed_lists();
+  void find_iterate_aliases();
+  // `iterate(x)` of a variable holding an array when the loop starts (its
+  // value is the array itself).
+  bool iterates_array(const FNode& n) const;
+  static bool is_iterate(const FNode& n);
+
+  // Registers every assignment of which is an int constant (a range's
+  // hidden end in `range(3)`): LLVM sees their value.
+  void find_const_only();
+
+  // The array registers `n` assigns another array (not x = setitem(x, ...)).
+  void rebound_in(const FNode& n, std::set<int>& out) const;
+
+  // At a turn's start, after arrays were made: the array registers to the
+  // context and the arrays no register (nor the checkpoint, nor the loop's
+  // value) refers to any more released (native_sweep).
+  void sweep_point();
+
+  // The body's value as the loop's value so far.
+  void body_turn();
+
+  // The loop itself a range loop without loops inside: its turns as one
+  // loop with the accesses checked before it, each turn's writes undone
+  // from registers on a bail; the general turns (`top`) when the check
+  // fails. Ends at a checkpoint after max_turns turns, as they do.
+  void top_range(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
+                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
+                 llvm::Value* max_turns, llvm::Value* turns);
+
+  // The loop itself a range loop with loops inside: the accesses of the
+  // whole nest checked before it (range_ok, nest_ok), its turns without
+  // those checks; a bail goes back to the call's start (the writes logged
+  // before the loop, or none when nothing in it can bail). The general
+  // turns (`top`) when the check fails. Ends at a checkpoint after
+  // max_turns turns.
+  void top_nest(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
+                llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
+                llvm::Value* max_turns, llvm::Value* turns);
+
+  // Per register, the uses of its variable other than as the array of an
+  // element write assigned back to it (x = setitem(x, v, i) counts none).
+  void count_reads(const FNode& n, std::vector<int>& reads);
+
+  // True when the elements of array register `r` may share memory with
+  // those of another array register (by the bytes they span).
+  llvm::Value* shares_memory(int r);
+
+  // ---- the function
+  void build(const std::string& name);
+};
+
+}  // namespace tessera::native_gen

@@ -1,0 +1,615 @@
+// Gen (native_gen.hpp): arrays. Array registers' descriptors (fixed for
+// the call, or rebound in allocas), rows and allocations, element offsets,
+// reads and writes with NumPy's casts (float32 and narrow int elements too),
+// astype, and the log of element writes (one by one, or the array copied).
+#include "tessera/lang/native_gen.hpp"
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/lang/native_arrays.hpp"
+
+namespace tessera::native_gen {
+
+llvm::Value* Gen::ashape(int r, size_t d) {
+  return slot_base[r] ? b.CreateLoad(i64, slot_shape[r][d]) : arr_shape[r][d];
+}
+
+llvm::Value* Gen::astride(int r, size_t d) {
+  if (atype[r].unit_last && d + 1 == static_cast<size_t>(atype[r].nd)) return b.getInt64(1);
+  return slot_base[r] ? b.CreateLoad(i64, slot_stride[r][d]) : arr_stride[r][d];
+}
+
+llvm::Value* Gen::apay(int r) {
+  return slot_base[r] ? b.CreateLoad(i64, slot_pay[r]) : arr_payload[r];
+}
+
+llvm::Value* Gen::fresh_of(int r) {
+  if (!slot_fresh[r]) return b.getFalse();
+  return b.CreateLoad(i1, slot_fresh[r]);
+}
+
+void Gen::ensure_slots(int r) {
+  if (slot_base[r]) return;
+  // With initial values: called from build(), still in the entry block.
+  const bool init = arr_base[r] != nullptr;
+  llvm::IRBuilder<> eb(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::IRBuilder<>& e = init ? b : eb;
+  auto slot = [&](llvm::Type* t, llvm::Value* v) {
+    llvm::Value* a = e.CreateAlloca(t);
+    if (v) e.CreateStore(v, a);
+    return a;
+  };
+  slot_base[r] = slot(i8p, arr_base[r]);
+  slot_pay[r] = slot(i64, arr_payload[r]);
+  slot_fresh[r] = slot(i1, e.getFalse());
+  for (int d = 0; d < kMaxDims; ++d) {
+    slot_shape[r].push_back(slot(i64, init ? arr_shape[r][d] : nullptr));
+    slot_stride[r].push_back(slot(i64, init ? arr_stride[r][d] : nullptr));
+  }
+  llvm::Value*& flag = snapped[r];
+  if (!flag) flag = slot(i1, e.getFalse());
+}
+
+void Gen::set_array(int r, const ArrT& t, llvm::Value* entry, llvm::Value* desc, int q) {
+  if (kind[r] == Reg::Undef) {
+    kind[r] = Reg::Arr;
+    atype[r] = t;
+  }
+  const ArrT& rt = atype[r];
+  if (kind[r] != Reg::Arr || rt.dt != t.dt || rt.nd != t.nd || rt.indexable != t.indexable ||
+      (rt.writable && !t.writable)) {
+    bail_if(b.getTrue());  // another kind of value: the interpreter's
+    return;
+  }
+  ensure_slots(r);
+  if (rt.unit_last && (desc || !t.unit_last)) {
+    // An array whose last stride is not 1 in a register compiled for one
+    // that is: the interpreter's (a bail).
+    const size_t d = static_cast<size_t>(t.nd - 1);
+    llvm::Value* st = desc ? b.CreateLoad(i64, field(desc, offsetof(NativeArray, strides) + 8 * d, i64))
+                           : astride(q, d);
+    llvm::Value* sh = desc ? b.CreateLoad(i64, field(desc, offsetof(NativeArray, shape) + 8 * d, i64))
+                           : ashape(q, d);
+    bail_if(b.CreateAnd(b.CreateICmpNE(st, b.getInt64(1)), b.CreateICmpSGT(sh, b.getInt64(1))));
+  }
+  if (desc) {
+    b.CreateStore(b.CreateLoad(i8p, field(desc, offsetof(NativeArray, base), i8p)), slot_base[r]);
+    for (int d = 0; d < t.nd; ++d) {
+      b.CreateStore(b.CreateLoad(i64, field(desc, offsetof(NativeArray, shape) + 8 * d, i64)),
+                    slot_shape[r][d]);
+      b.CreateStore(b.CreateLoad(i64, field(desc, offsetof(NativeArray, strides) + 8 * d, i64)),
+                    slot_stride[r][d]);
+    }
+    b.CreateStore(entry, slot_pay[r]);
+    b.CreateStore(b.getTrue(), slot_fresh[r]);
+    b.CreateStore(b.getTrue(), made_any);
+  } else {
+    // Loaded before any store: q may be r's own operand (u = u).
+    llvm::Value* base = abase(q);
+    llvm::Value* pay = apay(q);
+    llvm::Value* fr = fresh_of(q);
+    std::vector<llvm::Value*> sh, st;
+    for (int d = 0; d < t.nd; ++d) {
+      sh.push_back(ashape(q, d));
+      st.push_back(astride(q, d));
+    }
+    b.CreateStore(base, slot_base[r]);
+    b.CreateStore(pay, slot_pay[r]);
+    b.CreateStore(fr, slot_fresh[r]);
+    for (int d = 0; d < t.nd; ++d) {
+      b.CreateStore(sh[d], slot_shape[r][d]);
+      b.CreateStore(st[d], slot_stride[r][d]);
+    }
+  }
+  // Another array: not copied to the log yet in this call.
+  b.CreateStore(b.getFalse(), snapped[r]);
+  b.CreateStore(b.getTrue(), def[r]);
+  b.CreateStore(b.getInt8(1), asg[r]);
+}
+
+void Gen::set_row(int r, const RowOf& row, const FNode& g) {
+  const int x = row.from;
+  if (kind[x] != Reg::Arr || !atype[x].indexable)
+    throw Refuse{"a row of what is not an array variable"};
+  const ArrT& xt = atype[x];
+  const ArrT t{xt.dt, xt.nd - static_cast<int>(row.nidx), xt.writable, true, xt.unit_last};
+  if (kind[r] == Reg::Undef) {
+    kind[r] = Reg::Arr;
+    atype[r] = t;
+  }
+  const ArrT& rt = atype[r];
+  if (kind[r] != Reg::Arr || rt.dt != t.dt || rt.nd != t.nd || !rt.indexable ||
+      (rt.writable && !t.writable) || (rt.unit_last && !t.unit_last)) {
+    bail_if(b.getTrue());  // another kind of value: the interpreter's
+    return;
+  }
+  ensure_slots(r);
+  llvm::Value*& off_slot = row_off[r];
+  if (!off_slot) {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    off_slot = e.CreateAlloca(i64);
+    e.CreateStore(e.getInt64(0), off_slot);
+  }
+  llvm::Value* off = b.getInt64(0);
+  for (size_t k = 0; k < row.nidx; ++k) {
+    CV i = eval(g.kids[1 + k]);
+    if (!is_int(static_cast<Reg::Kind>(i.k))) throw Refuse{"an index that is not an int"};
+    llvm::Value* ext = ashape(x, k);
+    llvm::Value* j =
+        b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
+    bail_if(b.CreateICmpUGE(j, ext));  // the general path's IndexError
+    off = b.CreateAdd(off, b.CreateMul(j, astride(x, k)));
+  }
+  const int64_t size = dtype_size(xt.dt);
+  std::vector<llvm::Value*> sh, st;
+  for (int d = 0; d < t.nd; ++d) {
+    sh.push_back(ashape(x, row.nidx + static_cast<size_t>(d)));
+    st.push_back(astride(x, row.nidx + static_cast<size_t>(d)));
+  }
+  b.CreateStore(b.CreateInBoundsGEP(i8, abase(x), b.CreateMul(off, b.getInt64(size))),
+                slot_base[r]);
+  for (int d = 0; d < t.nd; ++d) {
+    b.CreateStore(sh[static_cast<size_t>(d)], slot_shape[r][static_cast<size_t>(d)]);
+    b.CreateStore(st[static_cast<size_t>(d)], slot_stride[r][static_cast<size_t>(d)]);
+  }
+  b.CreateStore(b.getInt64(-1), slot_pay[r]);
+  b.CreateStore(b.getFalse(), slot_fresh[r]);
+  b.CreateStore(off, off_slot);
+  b.CreateStore(b.getFalse(), snapped[r]);
+  b.CreateStore(b.getTrue(), def[r]);
+  b.CreateStore(b.getInt8(1), asg[r]);
+  count(g.counter);
+  for (int c : g.also_count) count(c);
+}
+
+bool Gen::alloc_name(const FNode& n) {
+  if (n.op != Op::Call || !n.spec || (n.kids.size() != 1 && n.shape_items < 0)) return false;
+  const std::string& m = n.spec->name;
+  return m == "zeros" || m == "ones" || m == "empty" || m == "zeros_like" ||
+         m == "ones_like" || m == "empty_like" || m == "copy" || m == "copy_value";
+}
+
+bool Gen::alloc_type(const FNode& n, ArrT& t) {
+  if (!alloc_name(n)) return false;
+  const std::string& m = n.spec->name;
+  if (m == "zeros" || m == "ones" || m == "empty") {
+    DType dt = DType::float64;
+    if (n.const_arg) {
+      try {
+        dt = dtype_from_name(n.const_arg->as_string());
+      } catch (...) {
+        return false;  // the primitive's error to report
+      }
+    }
+    const int nd = n.shape_items >= 0 ? n.shape_items : 1;
+    if (nd == 0) return false;  // a 0-d result is a scalar register
+    t = ArrT{dt, nd, true, true, true};  // C order (checked when made: set_array)
+    return true;
+  }
+  if (!arr_var(n.kids[0])) return false;
+  const ArrT& x = atype[n.kids[0].reg];
+  if (!x.indexable || x.nd == 0) return false;  // a 0-d copy is a scalar register
+  t = ArrT{x.dt, x.nd, true, true};
+  return true;
+}
+
+void Gen::alloc_into(int r, const FNode& n, const ArrT& t) {
+  llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  // Regs: {kind, payload} each
+  llvm::Value* arg = e.CreateAlloca(i64, e.getInt32(2 * kMaxDims));
+  llvm::Value* desc = e.CreateAlloca(i8, e.getInt32(sizeof(NativeArray)));
+  if (n.kids.size() > static_cast<size_t>(kMaxDims))
+    throw Refuse{"a shape of more than 4 extents"};
+  for (size_t k = 0; k < n.kids.size(); ++k) {
+    CV v = eval(n.kids[k]);
+    llvm::Value* at = b.CreateInBoundsGEP(i64, arg, b.getInt64(2 * k));
+    if (v.k == Reg::Arr && n.shape_items < 0) {
+      b.CreateStore(b.getInt64(Reg::Arr), at);
+    } else if (v.k != kDyn && is_int(static_cast<Reg::Kind>(v.k))) {
+      b.CreateStore(b.CreateZExt(kind_of(v), i64), at);
+    } else {
+      throw Refuse{"'" + n.spec->name + "' of what is not an int or an array variable"};
+    }
+    b.CreateStore(to_payload(v), b.CreateInBoundsGEP(i64, at, b.getInt64(1)));
+  }
+  static const std::map<std::string, NativeAlloc, std::less<>> ops = {
+      {"zeros", NativeAlloc::zeros},           {"ones", NativeAlloc::ones},
+      {"empty", NativeAlloc::empty},           {"zeros_like", NativeAlloc::zeros_like},
+      {"ones_like", NativeAlloc::ones_like},   {"empty_like", NativeAlloc::empty_like},
+      {"copy", NativeAlloc::copy},             {"copy_value", NativeAlloc::copy}};
+  const NativeAlloc op = ops.at(n.spec->name);
+  auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i8p, i64, i64, i64, i8p}, false);
+  llvm::Value* entry = b.CreateCall(
+      ft, fptr(reinterpret_cast<void*>(&native_alloc), ft),
+      {cptr, b.getInt64(static_cast<int64_t>(op)), b.CreateBitCast(arg, i8p),
+       b.getInt64(static_cast<int64_t>(n.kids.size())),
+       b.getInt64(static_cast<int64_t>(t.dt)), b.getInt64(t.nd), desc});
+  bail_if(b.CreateICmpSLT(entry, b.getInt64(0)));
+  count(n.slot);
+  set_array(r, t, entry, desc, -1);
+}
+
+llvm::Type* Gen::narrow_type(DType dt) {
+  switch (dt) {
+    case DType::float32:
+      return b.getFloatTy();
+    case DType::int32:
+    case DType::uint32:
+      return i32;
+    case DType::int16:
+    case DType::uint16:
+      return b.getInt16Ty();
+    case DType::int8:
+    case DType::uint8:
+      return i8;
+    default:
+      return nullptr;
+  }
+}
+
+bool Gen::is_unsigned_dt(DType dt) {
+  return dt == DType::uint8 || dt == DType::uint16 || dt == DType::uint32;
+}
+
+DType Gen::narrow_of(const FNode& n) {
+  if (n.op != Op::GetItem || !arr_var(n.kids[0])) return DType::float64;
+  const ArrT& e = atype[n.kids[0].reg];
+  const size_t nidx = n.kids.size() - 1;
+  if (!narrow_type(e.dt) || !e.indexable || static_cast<size_t>(e.nd) != nidx || nidx == 0)
+    return DType::float64;
+  return e.dt;
+}
+
+bool Gen::narrow_int(const FNode& n) {
+  const DType dt = narrow_of(n);
+  return dt != DType::float64 && dt != DType::float32;
+}
+
+bool Gen::exact_cast(DType from, DType to) {
+  if (from == to || to == DType::float64) return true;
+  return to == DType::int64 && from != DType::float32;
+}
+
+llvm::Value* Gen::narrow_read(const FNode& n) {
+  const int r = n.kids[0].reg;
+  llvm::Type* t = narrow_type(atype[r].dt);
+  llvm::Value* off = element_offset(n, r, 1, n.kids.size() - 1);
+  llvm::Value* v =
+      b.CreateLoad(t, b.CreateInBoundsGEP(t, b.CreateBitCast(abase(r), t->getPointerTo()), off));
+  count(n.counter);
+  return v;
+}
+
+llvm::Value* Gen::cast_exact(llvm::Value* v, DType from, DType to, llvm::Type* t) {
+  if (from == to) return v;
+  if (from == DType::float32) return b.CreateFPExt(v, t);
+  if (to == DType::float64)
+    return is_unsigned_dt(from) ? b.CreateUIToFP(v, t) : b.CreateSIToFP(v, t);
+  return is_unsigned_dt(from) ? b.CreateZExt(v, t) : b.CreateSExt(v, t);
+}
+
+llvm::Value* Gen::element_offset(const FNode& n, int r, size_t first, size_t nidx) {
+  llvm::Value* off = b.getInt64(0);
+  for (size_t k = 0; k < nidx; ++k) {
+    const FNode& ik = n.kids[first + k];
+    CV i;
+    if (narrow_int(ik)) {  // x[idx[k]] of an int32 (int16, uint8, ...) idx
+      const DType dt = narrow_of(ik);
+      llvm::Value* v = narrow_read(ik);
+      i = CV{Reg::NpInt, is_unsigned_dt(dt) ? b.CreateZExt(v, i64) : b.CreateSExt(v, i64)};
+    } else {
+      i = eval(ik);
+    }
+    if (!is_int(static_cast<Reg::Kind>(i.k))) throw Refuse{"an index that is not an int"};
+    if (is_proven(n)) {  // in [0, extent) for every turn: checked before the loop
+      off = b.CreateAdd(off, b.CreateMul(i.v, astride(r, k)));
+      continue;
+    }
+    llvm::Value* ext = ashape(r, k);
+    llvm::Value* j =
+        b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
+    // j < 0 or j >= extent, as one unsigned comparison
+    bail_if(b.CreateICmpUGE(j, ext));
+    off = b.CreateAdd(off, b.CreateMul(j, astride(r, k)));
+  }
+  return off;
+}
+
+CV Gen::getitem(const FNode& n) {
+  // x.shape[d] of an array variable with a constant d: a Python int.
+  const FNode& x = n.kids[0];
+  if (x.op == Op::Call && x.spec->name == "shape" && x.kids.size() == 1 && arr_var(x.kids[0]) &&
+      n.kids.size() == 2 && n.kids[1].op == Op::Const && n.kids[1].constant.k == Reg::PyInt) {
+    const int r = x.kids[0].reg;
+    const ArrT& e = atype[r];
+    int64_t d = n.kids[1].constant.i;
+    if (d < 0) d += e.nd;
+    if (!e.indexable || d < 0 || d >= e.nd) throw Refuse{"x.shape[d] with d out of range"};
+    count(x.slot);
+    count(n.counter);
+    return CV{Reg::PyInt, ashape(r, d)};
+  }
+  if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && dict_reg[n.kids[0].reg])
+    return dict_item(n);
+  if (n.kids.size() == 2 && n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 &&
+      list_var(n.kids[0].kids[0]) && !dict_reg[n.kids[0].kids[0].reg])
+    return list2_item(n);
+  if (list_var(n.kids[0]) && n.kids.size() == 2) return list_item(n);
+  if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
+    throw Refuse{"indexing what is not an array variable"};
+  const int r = n.kids[0].reg;
+  const ArrT& e = atype[r];
+  const size_t nidx = n.kids.size() - 1;
+  if (!e.indexable || static_cast<size_t>(e.nd) != nidx)
+    throw Refuse{"indexing that does not select one element"};
+  if (rows.count(r) && maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
+  llvm::Type* t;
+  int k;
+  switch (e.dt) {
+    case DType::float64:
+      t = f64, k = Reg::NpFloat;
+      break;
+    case DType::int64:
+      t = i64, k = Reg::NpInt;
+      break;
+    case DType::bool_:
+      t = i8, k = Reg::NpBool;
+      break;
+    case DType::float32:
+      t = b.getFloatTy(), k = Reg::NpF32;
+      break;
+    case DType::int32:
+      t = i32, k = Reg::NpI32;
+      break;
+    default:
+      throw Refuse{std::string("an element read of dtype ") + std::string(dtype_name(e.dt))};
+  }
+  llvm::Value* off = element_offset(n, r, 1, nidx);
+  llvm::Value* p = b.CreateBitCast(abase(r), t->getPointerTo());
+  llvm::Value* v = b.CreateLoad(t, b.CreateInBoundsGEP(t, p, off));
+  if (k == Reg::NpBool) v = b.CreateICmpNE(v, b.getInt8(0));
+  if (k == Reg::NpF32) v = b.CreateFPExt(v, f64);
+  if (k == Reg::NpI32) v = b.CreateSExt(v, i64);
+  count(n.counter);
+  for (int c : n.also_count) count(c);
+  return CV{k, v};
+}
+
+llvm::Value* Gen::float_to_int(llvm::Value* f, llvm::Type* t, bool is_unsigned) {
+  llvm::Value* in_range =
+      b.CreateAnd(b.CreateFCmpOGE(f, llvm::ConstantFP::get(f64, -9.2233720368547758e18)),
+                  b.CreateFCmpOLT(f, llvm::ConstantFP::get(f64, 9.2233720368547758e18)));
+  llvm::Value* safe = b.CreateSelect(in_range, f, llvm::ConstantFP::get(f64, 0.0));
+  llvm::Value* v = b.CreateTrunc(b.CreateFPToSI(safe, i64), t);
+  const unsigned bits = t->getIntegerBitWidth();
+  llvm::Value* minimum =
+      is_unsigned ? llvm::ConstantInt::get(t, 0)
+                  : llvm::ConstantInt::get(t, llvm::APInt::getSignedMinValue(bits));
+  return b.CreateSelect(in_range, v, minimum);
+}
+
+CV Gen::setitem(const FNode& n) {
+  if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && dict_reg[n.kids[0].reg])
+    return dict_set(n);
+  if (list_var(n.kids[0])) return list_setitem(n);
+  if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
+    throw Refuse{"an element write to what is not an array variable"};
+  const int r = n.kids[0].reg;
+  // y[i] = x[j] of a float32 or narrow int x, cast exactly: the element as
+  // stored (v, a placeholder float, then passes the checks below unused).
+  const DType from = narrow_of(n.kids[1]);
+  llvm::Value* narrow = nullptr;
+  if (from != DType::float64) {
+    if (!exact_cast(from, atype[r].dt))
+      throw Refuse{std::string("an element of dtype ") + std::string(dtype_name(from)) +
+                   " written into one of " + std::string(dtype_name(atype[r].dt))};
+    narrow = narrow_read(n.kids[1]);
+  }
+  CV v = narrow ? CV{Reg::NpFloat, llvm::ConstantFP::get(f64, 0.0)} : eval(n.kids[1]);
+  const auto vk = static_cast<Reg::Kind>(v.k);
+  if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"writing a value that is not a number"};
+  const ArrT& e = atype[r];
+  const size_t nidx = n.kids.size() - 2;
+  if (!e.indexable || static_cast<size_t>(e.nd) != nidx || !e.writable)
+    throw Refuse{"a write that is not one element of a writable array"};
+  // Index kinds as element_index() sees them.
+  for (size_t k = 0; k < nidx; ++k) {
+    const FNode& i = n.kids[k + 2];
+    if (i.op == Op::Const && !is_int(i.constant.k)) throw Refuse{"a non-int index"};
+    if (i.op == Op::Var && !is_int(kind[i.reg])) throw Refuse{"a non-int index"};
+    // int(v) is a block ending in astype (its check of v before: _templates.py)
+    const bool converted = i.op == Op::AsType || (i.op == Op::Block && !i.kids.empty() &&
+                                                  i.kids.back().op == Op::AsType);
+    if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && !converted &&
+        !narrow_int(i))
+      throw Refuse{"an index expression without native code"};
+  }
+  llvm::Type* t;
+  bool is_unsigned = false;
+  switch (e.dt) {
+    case DType::float64:
+      t = f64;
+      break;
+    case DType::float32:
+      t = b.getFloatTy();
+      break;
+    case DType::int64:
+      t = i64;
+      break;
+    case DType::int32:
+      t = i32;
+      break;
+    case DType::uint8:
+      t = i8, is_unsigned = true;
+      break;
+    case DType::bool_:
+      t = i8;
+      break;
+    default:
+      throw Refuse{std::string("an element write of dtype ") + std::string(dtype_name(e.dt))};
+  }
+  llvm::Value* off = element_offset(n, r, 2, nidx);
+  // What the interpreter leaves to the general path: NaN or infinity into
+  // integers, a Python int out of a narrow dtype's range.
+  if (is_float(vk) && e.dt != DType::float64 && e.dt != DType::float32 && e.dt != DType::bool_) {
+    llvm::Value* finite = b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v.v),
+                                          llvm::ConstantFP::getInfinity(f64));
+    bail_if(b.CreateNot(finite));
+  }
+  if (vk == Reg::PyInt && (e.dt == DType::int32 || e.dt == DType::uint8)) {
+    const int64_t lo = e.dt == DType::int32 ? INT32_MIN : 0;
+    const int64_t hi = e.dt == DType::int32 ? INT32_MAX : 255;
+    llvm::Value* out = b.CreateOr(b.CreateICmpSLT(v.v, b.getInt64(lo)), b.CreateICmpSGT(v.v, b.getInt64(hi)));
+    bail_if(v.s ? b.CreateAnd(b.CreateNot(v.s), out) : out);
+  }
+  // element_cast<T>(v)
+  llvm::Value* x;
+  if (e.dt == DType::bool_) {
+    x = b.CreateZExt(truth(v), i8);
+  } else if (t == f64 || t == b.getFloatTy()) {
+    if (is_float(vk))
+      x = t == f64 ? v.v : b.CreateFPTrunc(v.v, t);
+    else if (is_int(vk))
+      x = b.CreateSIToFP(v.v, t);
+    else
+      x = b.CreateUIToFP(v.v, t);
+  } else {
+    if (is_float(vk))
+      x = float_to_int(v.v, t, is_unsigned);
+    else if (is_int(vk))
+      x = b.CreateTrunc(v.v, t);
+    else
+      x = b.CreateZExt(v.v, t);
+  }
+  if (narrow) x = cast_exact(narrow, from, e.dt, t);
+  llvm::Value* p = b.CreateInBoundsGEP(t, b.CreateBitCast(abase(r), t->getPointerTo()), off);
+  const unsigned size = t->getPrimitiveSizeInBits() / 8;
+  llvm::Type* it = b.getIntNTy(size * 8);
+  if (is_proven(n) && prelogged) {
+    // Logged (the whole range it writes) before the loop.
+  } else if (sites) {
+    // A turn without loops: its writes' old values kept in registers.
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    Site site{e.CreateAlloca(i8p), e.CreateAlloca(it), it};
+    b.CreateStore(b.CreateBitCast(p, i8p), site.addr);
+    b.CreateStore(b.CreateLoad(it, b.CreateBitCast(p, it->getPointerTo())), site.old);
+    sites->push_back(site);
+  } else if (slot_fresh[r]) {
+    // An array made in this call needs no undo (a bail goes back to
+    // before it was made, or, turn by turn, to registers not holding it).
+    llvm::BasicBlock* lg = llvm::BasicBlock::Create(ctx, "log_old", fn);
+    llvm::BasicBlock* nx = llvm::BasicBlock::Create(ctx, "logged_old", fn);
+    b.CreateCondBr(fresh_of(r), nx, lg);
+    b.SetInsertPoint(lg);
+    log_or_snapshot(r, p, it, size);
+    b.CreateBr(nx);
+    b.SetInsertPoint(nx);
+  } else {
+    log_or_snapshot(r, p, it, size);
+  }
+  b.CreateStore(x, p);
+  count(n.counter);
+  for (int c : n.also_count) count(c);
+  return CV{Reg::Arr, nullptr, nullptr, r};
+}
+
+void Gen::log_or_snapshot(int r, llvm::Value* p, llvm::Type* it, unsigned size) {
+  llvm::Value*& flag = snapped[r];
+  if (!flag) {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    flag = e.CreateAlloca(i1);
+    e.CreateStore(e.getFalse(), flag);
+  }
+  llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx, "log_or_copy", fn);
+  llvm::BasicBlock* whole = llvm::BasicBlock::Create(ctx, "copy_instead", fn);
+  llvm::BasicBlock* one = llvm::BasicBlock::Create(ctx, "log_one", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "write_logged", fn);
+  b.CreateCondBr(b.CreateLoad(i1, flag), done, check);
+  b.SetInsertPoint(check);
+  llvm::Value* bytes = b.getInt64(size);
+  for (int d = 0; d < atype[r].nd; ++d) bytes = b.CreateMul(bytes, ashape(r, static_cast<size_t>(d)));
+  llvm::Value* logged = b.CreateShl(b.CreateLoad(i64, undo_n), 4);  // 16 bytes an entry
+  b.CreateCondBr(b.CreateICmpSGE(logged, bytes), whole, one, unlikely());
+  b.SetInsertPoint(whole);
+  snapshot_once(r);
+  b.CreateBr(done);
+  b.SetInsertPoint(one);
+  log_write(p, it, size);
+  b.CreateBr(done);
+  b.SetInsertPoint(done);
+}
+
+void Gen::log_write(llvm::Value* p, llvm::Type* it, unsigned size) {
+  llvm::Value* n_now = b.CreateLoad(i64, undo_n);
+  llvm::BasicBlock* grow = llvm::BasicBlock::Create(ctx, "grow", fn);
+  llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "log", fn);
+  b.CreateCondBr(b.CreateICmpSGE(n_now, b.CreateLoad(i64, undo_cap)), grow, log, unlikely());
+  b.SetInsertPoint(grow);
+  {
+    auto* gt = llvm::FunctionType::get(i8p, {i8p, i64}, false);
+    llvm::Value* np = b.CreateCall(gt, fptr(reinterpret_cast<void*>(&native_grow_undo), gt),
+                                   {cptr, n_now});
+    b.CreateStore(np, undo_ptr);
+    b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+    b.CreateBr(log);
+  }
+  b.SetInsertPoint(log);
+  const uint64_t tag = static_cast<uint64_t>(size == 8 ? 3 : size == 4 ? 2 : 0) << 60;
+  llvm::Value* entry =
+      b.CreateInBoundsGEP(i64, b.CreateBitCast(b.CreateLoad(i8p, undo_ptr), i64->getPointerTo()),
+                          b.CreateShl(n_now, 1));
+  b.CreateStore(b.CreateOr(b.CreatePtrToInt(p, i64), b.getInt64(tag)), entry);
+  llvm::Value* old = b.CreateLoad(it, b.CreateBitCast(p, it->getPointerTo()));
+  b.CreateStore(b.CreateZExt(old, i64), b.CreateInBoundsGEP(i64, entry, b.getInt64(1)));
+  b.CreateStore(b.CreateAdd(n_now, b.getInt64(1)), undo_n);
+}
+
+CV Gen::astype(const FNode& n) {
+  CV v = eval(n.kids[0]);
+  const auto vk = static_cast<Reg::Kind>(v.k);
+  if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"astype of a non-scalar"};
+  llvm::Value* strong = strong_of(v);
+  llvm::Value* f = is_float(vk) ? v.v : is_bool(vk) ? b.CreateUIToFP(v.v, f64) : b.CreateSIToFP(v.v, f64);
+  CV r;
+  switch (n.cast_to) {
+    case DType::int64:
+      r = mk(Reg::PyInt, is_int(vk) ? v.v : float_to_int(f, i64, false), strong);
+      break;
+    case DType::float64:
+      r = mk(Reg::PyFloat, f, strong);
+      break;
+    default:
+      r = mk(Reg::PyBool, truth(v), strong);
+      break;
+  }
+  count(n.counter);
+  return r;
+}
+
+void Gen::snapshot_once(int r) {
+  llvm::Value*& flag = snapped[r];
+  if (!flag) {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    flag = e.CreateAlloca(i1);
+    e.CreateStore(e.getFalse(), flag);
+  }
+  llvm::BasicBlock* copy = llvm::BasicBlock::Create(ctx, "copy", fn);
+  llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "copied", fn);
+  b.CreateCondBr(b.CreateOr(b.CreateLoad(i1, flag), fresh_of(r)), next, copy);
+  b.SetInsertPoint(copy);
+  auto* st = llvm::FunctionType::get(i8p, {i8p, i64, i64}, false);
+  llvm::Value* n_at = b.CreateLoad(i64, undo_n);
+  b.CreateStore(b.CreateCall(st, fptr(reinterpret_cast<void*>(&native_snapshot), st),
+                             {cptr, n_at, apay(r)}),
+                undo_ptr);
+  b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+  b.CreateStore(b.CreateAdd(n_at, b.getInt64(1)), undo_n);
+  b.CreateStore(b.getTrue(), flag);
+  b.CreateBr(next);
+  b.SetInsertPoint(next);
+}
+
+}  // namespace tessera::native_gen

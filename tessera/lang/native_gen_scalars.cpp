@@ -1,0 +1,606 @@
+// Gen (native_gen.hpp): numbers. Python's and NumPy's arithmetic on ints
+// and floats (overflow checks, floor division and modulo, powers), float32
+// and int32 operands, negation and `not`, and float functions of one number
+// (np.sqrt, math.exp, ...) checked against the primitive on a sample.
+#include "tessera/lang/native_gen.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/lang/native_arrays.hpp"
+#include "tessera/lang/native_dicts.hpp"
+#include "tessera/primitives/registry.hpp"
+
+namespace tessera::native_gen {
+
+CV Gen::int_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
+  CV r = int_op0(f, x, y, strong);
+  return mk(r.k, r.v, strong);
+}
+
+int Gen::pow2(llvm::Value* y) {
+  auto* c = llvm::dyn_cast<llvm::ConstantInt>(y);
+  if (!c || c->getSExtValue() <= 0 || !c->getValue().isPowerOf2()) return -1;
+  const int k = static_cast<int>(c->getValue().logBase2());
+  return k < 63 ? k : -1;
+}
+
+CV Gen::int_op0(Fast f, llvm::Value* x, llvm::Value* y, llvm::Value* strong) {
+  const int ik = Reg::PyInt;
+  const int bk = Reg::PyBool;
+  auto ovf = [&](llvm::Intrinsic::ID id) {
+    // NumPy's int64 wraps around (the general evaluation's answer too):
+    // only Python's int, unbounded, leaves an overflow to the general path.
+    // A known NumPy result has no check, so both arms of a branch such as
+    // lcs's `L[i - 1, j - 1] + 1` / `max(...)` stay cheap to speculate
+    // and LLVM may turn it into a select.
+    auto* known = llvm::dyn_cast_or_null<llvm::ConstantInt>(strong);
+    if (known && known->isOne()) {
+      switch (id) {
+        case llvm::Intrinsic::sadd_with_overflow:
+          return CV{ik, b.CreateAdd(x, y)};
+        case llvm::Intrinsic::ssub_with_overflow:
+          return CV{ik, b.CreateSub(x, y)};
+        default:
+          return CV{ik, b.CreateMul(x, y)};
+      }
+    }
+    llvm::Value* r = b.CreateBinaryIntrinsic(id, x, y);
+    llvm::Value* over = b.CreateExtractValue(r, 1);
+    if (strong) over = b.CreateAnd(over, b.CreateNot(strong));
+    bail_if(over);
+    return CV{ik, b.CreateExtractValue(r, 0)};
+  };
+  switch (f) {
+    case Fast::add:
+      return ovf(llvm::Intrinsic::sadd_with_overflow);
+    case Fast::sub:
+      return ovf(llvm::Intrinsic::ssub_with_overflow);
+    case Fast::mul:
+      return ovf(llvm::Intrinsic::smul_with_overflow);
+    case Fast::div:
+      bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
+      return CV{Reg::PyFloat, b.CreateFDiv(b.CreateSIToFP(x, f64), b.CreateSIToFP(y, f64))};
+    case Fast::lt:
+      return CV{bk, b.CreateICmpSLT(x, y)};
+    case Fast::le:
+      return CV{bk, b.CreateICmpSLE(x, y)};
+    case Fast::gt:
+      return CV{bk, b.CreateICmpSGT(x, y)};
+    case Fast::ge:
+      return CV{bk, b.CreateICmpSGE(x, y)};
+    case Fast::eq:
+      return CV{bk, b.CreateICmpEQ(x, y)};
+    case Fast::ne:
+      return CV{bk, b.CreateICmpNE(x, y)};
+    case Fast::floordiv: {
+      if (int k = pow2(y); k >= 0)  // floor division by 2**k: an arithmetic shift
+        return CV{ik, b.CreateAShr(x, b.getInt64(k))};
+      // Python's floor division; by zero, and INT64_MIN // -1, the
+      // general path's (for a power of two the interpreter's shift gives
+      // the same).
+      bail_if(b.CreateOr(b.CreateICmpEQ(y, b.getInt64(0)),
+                         b.CreateAnd(b.CreateICmpEQ(y, b.getInt64(-1)),
+                                     b.CreateICmpEQ(x, b.getInt64(INT64_MIN)))));
+      llvm::Value* q = b.CreateSDiv(x, y);
+      llvm::Value* r = b.CreateSRem(x, y);
+      llvm::Value* adjust = b.CreateAnd(b.CreateICmpNE(r, b.getInt64(0)),
+                                        b.CreateICmpNE(b.CreateICmpSLT(x, b.getInt64(0)),
+                                                       b.CreateICmpSLT(y, b.getInt64(0))));
+      return CV{ik, b.CreateSub(q, b.CreateZExt(adjust, i64))};
+    }
+    case Fast::mod: {
+      if (int k = pow2(y); k >= 0)  // Python's modulo by 2**k: the low k bits, for any sign
+        return CV{ik, b.CreateAnd(x, b.getInt64((uint64_t{1} << k) - 1))};
+      bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
+      // y == -1: 0 (srem by -1 of INT64_MIN is undefined in LLVM).
+      llvm::Value* is_m1 = b.CreateICmpEQ(y, b.getInt64(-1));
+      llvm::Value* ys = b.CreateSelect(is_m1, b.getInt64(1), y);
+      llvm::Value* r = b.CreateSRem(x, ys);
+      llvm::Value* adjust = b.CreateAnd(b.CreateICmpNE(r, b.getInt64(0)),
+                                        b.CreateICmpNE(b.CreateICmpSLT(r, b.getInt64(0)),
+                                                       b.CreateICmpSLT(ys, b.getInt64(0))));
+      r = b.CreateAdd(r, b.CreateSelect(adjust, ys, b.getInt64(0)));
+      return CV{ik, b.CreateSelect(is_m1, b.getInt64(0), r)};
+    }
+    default:
+      throw Refuse{"an integer operation without native code"};
+  }
+}
+
+CV Gen::float_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
+  if (f == Fast::div || f == Fast::floordiv || f == Fast::mod)  // Python's ZeroDivisionError
+    bail_if(b.CreateAnd(b.CreateNot(strong), b.CreateFCmpOEQ(y, llvm::ConstantFP::get(f64, 0.0))));
+  CV r = float_op0(f, x, y);
+  return mk(r.k, r.v, strong);
+}
+
+CV Gen::float_op0(Fast f, llvm::Value* x, llvm::Value* y) {
+  const int fk = Reg::PyFloat;
+  const int bk = Reg::PyBool;
+  switch (f) {
+    case Fast::add:
+      return CV{fk, b.CreateFAdd(x, y)};
+    case Fast::sub:
+      return CV{fk, b.CreateFSub(x, y)};
+    case Fast::mul:
+      return CV{fk, b.CreateFMul(x, y)};
+    case Fast::div:
+      return CV{fk, b.CreateFDiv(x, y)};
+    case Fast::lt:
+      return CV{bk, b.CreateFCmpOLT(x, y)};
+    case Fast::le:
+      return CV{bk, b.CreateFCmpOLE(x, y)};
+    case Fast::gt:
+      return CV{bk, b.CreateFCmpOGT(x, y)};
+    case Fast::ge:
+      return CV{bk, b.CreateFCmpOGE(x, y)};
+    case Fast::eq:
+      return CV{bk, b.CreateFCmpOEQ(x, y)};
+    case Fast::ne:
+      return CV{bk, b.CreateFCmpUNE(x, y)};
+    case Fast::floordiv:
+    case Fast::mod: {
+      auto* t = llvm::FunctionType::get(f64, {f64, f64}, false);
+      void* h = f == Fast::floordiv ? reinterpret_cast<void*>(&native_float_floordiv)
+                                     : reinterpret_cast<void*>(&native_float_mod);
+      return CV{fk, b.CreateCall(t, fptr(h, t), {x, y})};
+    }
+    default:
+      throw Refuse{"a float operation without native code"};
+  }
+}
+
+CV Gen::power(const CV& a, const CV& c) {
+  const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+  if (is_narrow(ka) || is_narrow(kb)) throw Refuse{"'power' of a float32 or int32"};
+  llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
+  if ((is_float(ka) || is_int(ka)) && (is_float(kb) || is_int(kb)) &&
+      (is_float(ka) || is_float(kb))) {
+    llvm::Value* x = as_double(a);
+    llvm::Value* y = as_double(c);
+    // x ** 2 (a constant 2 or 2.0): x * x, the correctly rounded square that
+    // std::pow gives too (and NumPy's power by 2, a square); LLVM cannot see
+    // through the helper's call (four of them a step of an RK4 over
+    // `omega ** 2 * y`).
+    auto* ci = llvm::dyn_cast<llvm::ConstantInt>(c.v);
+    auto* cf = llvm::dyn_cast<llvm::ConstantFP>(c.v);
+    if ((ci && ci->getSExtValue() == 2) || (cf && cf->getValueAPF().convertToDouble() == 2.0))
+      return mk(Reg::PyFloat, b.CreateFMul(x, x), strong);
+    // Python's numbers: 0.0 ** -y is the general path's ZeroDivisionError.
+    bail_if(b.CreateAnd(b.CreateNot(strong),
+                        b.CreateAnd(b.CreateFCmpOEQ(x, llvm::ConstantFP::get(f64, 0.0)),
+                                    b.CreateFCmpOLT(y, llvm::ConstantFP::get(f64, 0.0)))));
+    auto* t = llvm::FunctionType::get(f64, {f64, f64}, false);
+    llvm::Value* r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_pow), t), {x, y});
+    return mk(Reg::PyFloat, r, strong);
+  }
+  auto* e = is_int(ka) && is_int(kb) ? llvm::dyn_cast<llvm::ConstantInt>(c.v) : nullptr;
+  if (!e || e->getSExtValue() < 0 || e->getSExtValue() > 64)
+    throw Refuse{"'power' of these operands has no native code"};
+  llvm::Value* result = nullptr;  // 1
+  llvm::Value* sq = a.v;
+  auto mul = [&](llvm::Value* x, llvm::Value* y) {
+    llvm::Value* r = b.CreateBinaryIntrinsic(llvm::Intrinsic::smul_with_overflow, x, y);
+    bail_if(b.CreateExtractValue(r, 1));
+    return b.CreateExtractValue(r, 0);
+  };
+  for (int64_t k = e->getSExtValue(); k; k >>= 1) {
+    if (k & 1) result = result ? mul(result, sq) : sq;
+    if (k > 1) sq = mul(sq, sq);
+  }
+  return mk(Reg::PyInt, result ? result : b.getInt64(1), strong);
+}
+
+llvm::Value* Gen::as_double(const CV& v) {
+  return is_int(static_cast<Reg::Kind>(v.k)) ? b.CreateSIToFP(v.v, f64) : v.v;
+}
+
+bool Gen::narrow_binary(const FNode& n, CV& a, CV& c) {
+  const int ka = a.k, kb = c.k;
+  if (a.s || c.s) return false;
+  llvm::Type* f32 = b.getFloatTy();
+  // A Python operand as a float32 (f) or int32 (i) or null: refused.
+  auto as_f32 = [&](const CV& v) -> llvm::Value* {
+    if (v.k == Reg::NpF32) return b.CreateFPTrunc(v.v, f32);
+    if (v.k == Reg::PyFloat) {
+      llvm::Value* x = b.CreateFPTrunc(v.v, f32);
+      llvm::Value* inf = llvm::ConstantFP::getInfinity(f32);
+      llvm::Value* ovf = b.CreateAnd(
+          b.CreateFCmpOEQ(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), inf),
+          b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v.v),
+                          llvm::ConstantFP::getInfinity(f64)));
+      bail_if(ovf);
+      return x;
+    }
+    if (v.k == Reg::PyInt) {
+      bail_if(b.CreateICmpUGT(b.CreateAdd(v.v, b.getInt64(int64_t{1} << 24)),
+                              b.getInt64(int64_t{1} << 25)));
+      return b.CreateSIToFP(v.v, f32);
+    }
+    return nullptr;
+  };
+  auto as_i32 = [&](const CV& v) -> llvm::Value* {
+    if (v.k == Reg::NpI32) return v.v;
+    if (v.k == Reg::PyInt) {
+      bail_if(b.CreateICmpUGT(b.CreateAdd(v.v, b.getInt64(int64_t{1} << 31)),
+                              b.getInt64(UINT32_MAX)));
+      return v.v;
+    }
+    return nullptr;
+  };
+  if (ka == Reg::NpF32 || kb == Reg::NpF32) {
+    if ((ka == Reg::NpF32 || ka == Reg::PyFloat || ka == Reg::PyInt) &&
+        (kb == Reg::NpF32 || kb == Reg::PyFloat || kb == Reg::PyInt)) {
+      llvm::Value* x = as_f32(a);
+      llvm::Value* y = as_f32(c);
+      llvm::Value* r = nullptr;
+      switch (n.fast) {
+        case Fast::add: r = b.CreateFAdd(x, y); break;
+        case Fast::sub: r = b.CreateFSub(x, y); break;
+        case Fast::mul: r = b.CreateFMul(x, y); break;
+        case Fast::div: r = b.CreateFDiv(x, y); break;
+        case Fast::lt: a = CV{Reg::NpBool, b.CreateFCmpOLT(x, y)}; break;
+        case Fast::le: a = CV{Reg::NpBool, b.CreateFCmpOLE(x, y)}; break;
+        case Fast::gt: a = CV{Reg::NpBool, b.CreateFCmpOGT(x, y)}; break;
+        case Fast::ge: a = CV{Reg::NpBool, b.CreateFCmpOGE(x, y)}; break;
+        case Fast::eq: a = CV{Reg::NpBool, b.CreateFCmpOEQ(x, y)}; break;
+        case Fast::ne: a = CV{Reg::NpBool, b.CreateFCmpUNE(x, y)}; break;
+        default: return false;
+      }
+      if (r) a = CV{Reg::NpF32, b.CreateFPExt(r, f64)};
+      c = CV{Reg::Nil};
+      return true;
+    }
+  } else if ((ka == Reg::NpI32 || ka == Reg::PyInt) && (kb == Reg::NpI32 || kb == Reg::PyInt)) {
+    llvm::Value* x = as_i32(a);
+    llvm::Value* y = as_i32(c);
+    auto wrap = [&](llvm::Value* v) { return CV{Reg::NpI32, b.CreateSExt(b.CreateTrunc(v, i32), i64)}; };
+    switch (n.fast) {
+      case Fast::add: a = wrap(b.CreateAdd(x, y)); break;
+      case Fast::sub: a = wrap(b.CreateSub(x, y)); break;
+      case Fast::mul: a = wrap(b.CreateMul(x, y)); break;
+      case Fast::div:
+        bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
+        a = CV{Reg::NpFloat, b.CreateFDiv(b.CreateSIToFP(x, f64), b.CreateSIToFP(y, f64))};
+        break;
+      case Fast::floordiv:
+      case Fast::mod: {
+        // INT32_MIN // -1 (NumPy wraps) and by zero: the general path's.
+        bail_if(b.CreateAnd(b.CreateICmpEQ(y, b.getInt64(-1)),
+                            b.CreateICmpEQ(x, b.getInt64(INT32_MIN))));
+        CV r = int_op0(n.fast, x, y);  // Python's meaning on int64; bails by zero
+        a = CV{Reg::NpI32, r.v};
+        break;
+      }
+      default: {
+        CV r = int_op0(n.fast, x, y);  // the comparisons
+        a = CV{Reg::NpBool, r.v};
+      }
+    }
+    c = CV{Reg::Nil};
+    return true;
+  }
+  // As float64 / int64 NumPy scalars: with another NumPy number, or an
+  // int32 with a Python float.
+  auto np_wide = [](int k) {
+    return k == Reg::NpFloat || k == Reg::NpInt || k == Reg::NpF32 || k == Reg::NpI32;
+  };
+  if (!(np_wide(ka) && np_wide(kb)) && !(ka == Reg::NpI32 && kb == Reg::PyFloat) &&
+      !(kb == Reg::NpI32 && ka == Reg::PyFloat))
+    return false;
+  auto widen = [](CV& v) {
+    if (v.k == Reg::NpF32) v.k = Reg::NpFloat;
+    if (v.k == Reg::NpI32) v.k = Reg::NpInt;
+  };
+  widen(a);
+  widen(c);
+  return true;
+}
+
+CV Gen::binary(const FNode& n) {
+  if ((n.fast == Fast::eq || n.fast == Fast::ne) && char_operand(n.kids[0]) &&
+      char_operand(n.kids[1]))
+    return char_compare(n);
+  CV a = eval(n.kids[0]);
+  CV c = eval(n.kids[1]);
+  const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+  if (n.fast == Fast::none && (n.spec->name == "power" || n.spec->name == "ipow") &&
+      a.k != kDyn && c.k != kDyn) {
+    CV r = power(a, c);
+    count(n.counter);
+    return r;
+  }
+  if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
+  if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
+  if (is_narrow(a.k) || is_narrow(c.k)) {
+    if (!narrow_binary(n, a, c)) {
+      throw Refuse{std::string("'") + n.spec->name + "' of a " + kind_name(ka) + " and a " +
+                   kind_name(kb)};
+    }
+    if (c.k == Reg::Nil) {  // computed as float32 or int32
+      count(n.counter);
+      return a;
+    }
+    return wide_binary(n, a, c);
+  }
+  return wide_binary(n, a, c);
+}
+
+CV Gen::wide_binary(const FNode& n, const CV& a, const CV& c) {
+  const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+  CV r;
+  llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
+  if (is_int(ka) && is_int(kb) && (n.fast == Fast::add || n.fast == Fast::sub) &&
+      (is_proven(n) || no_overflow.count(&n))) {
+    // Index arithmetic whose values at the loop's ends were checked, or a
+    // range loop's counter (k + 1 after k < end): no overflow.
+    r = mk(Reg::PyInt,
+           n.fast == Fast::add ? b.CreateNSWAdd(a.v, c.v) : b.CreateNSWSub(a.v, c.v), strong);
+  } else if (is_int(ka) && is_int(kb) && n.fast == Fast::mod && is_proven(n) &&
+             pow2(c.v) < 0) {
+    // An index's `a % c` whose divisor the check before the loop nest
+    // found positive (Nest's interval): no zero or -1 case, so the
+    // remainder is free to be hoisted and shared (grid[(i + di) % n, ...]).
+    llvm::Value* rem = b.CreateSRem(a.v, c.v);
+    rem = b.CreateAdd(rem, b.CreateSelect(b.CreateICmpSLT(rem, b.getInt64(0)), c.v,
+                                          b.getInt64(0)));
+    r = mk(Reg::PyInt, rem, strong);
+  } else if (is_float(ka) && is_float(kb)) {
+    r = float_op(n.fast, strong, a.v, c.v);
+  } else if (is_int(ka) && is_int(kb)) {
+    r = int_op(n.fast, strong, a.v, c.v);
+  } else if ((is_int(ka) || is_float(ka)) && (is_int(kb) || is_float(kb))) {
+    r = float_op(n.fast, strong, as_double(a), as_double(c));
+  } else {
+    throw Refuse{std::string("'") + n.spec->name + "' of a " + kind_name(ka) + " and a " +
+                 kind_name(kb)};
+  }
+  count(n.counter);
+  return r;
+}
+
+CV Gen::call(const FNode& n) {
+  if ((n.obj_op == ObjOp::contains || n.obj_op == ObjOp::get) && lists) return dict_call(n);
+  static const std::map<std::string, UnaryOp, std::less<>> ops = {
+      {"sqrt", UnaryOp::sqrt},   {"exp", UnaryOp::exp},
+      {"log", UnaryOp::log},     {"sin", UnaryOp::sin},
+      {"cos", UnaryOp::cos},     {"tan", UnaryOp::tan},
+      {"floor", UnaryOp::floor}, {"ceil", UnaryOp::ceil},
+      {"trunc", UnaryOp::trunc}, {"abs", UnaryOp::abs},
+      {"absolute", UnaryOp::abs}, {"tanh", UnaryOp::tanh},
+      {"arctan", UnaryOp::arctan}, {"log2", UnaryOp::log2},
+      {"log10", UnaryOp::log10}, {"exp2", UnaryOp::exp2},
+      {"expm1", UnaryOp::expm1}, {"log1p", UnaryOp::log1p},
+      {"sinh", UnaryOp::sinh},   {"cosh", UnaryOp::cosh},
+      {"arcsin", UnaryOp::arcsin}, {"arccos", UnaryOp::arccos},
+      {"rint", UnaryOp::rint}};
+  if (n.spec->name == "len" && n.kids.size() == 1 && arr_var(n.kids[0])) {
+    const int r = n.kids[0].reg;
+    const ArrT& e = atype[r];
+    if (!e.indexable || e.nd < 1) throw Refuse{"len() of a 0-d array"};
+    count(n.slot);
+    return CV{Reg::PyInt, ashape(r, 0)};
+  }
+  if (is_iterate(n)) {
+    CV v = eval_any(n.kids[0]);
+    if (v.k == Reg::Arr && atype[v.arr].nd >= 1) {  // an array is its own items (its rows)
+      count(n.slot);
+      return v;
+    }
+    if (v.k != Reg::Obj) throw Refuse{"'iterate' of what is not a list"};
+    if (iterate_alias.count(&n)) {  // the list itself (a dict's keys: the interpreter's)
+      auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
+      llvm::Value* len =
+          b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_len), ft), {cptr, v.v});
+      bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
+      count(n.slot);
+      return v;
+    }
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
+    llvm::Value* obj =
+        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_iterate), ft), {cptr, v.v});
+    bail_if(b.CreateICmpSLT(obj, b.getInt64(0)));
+    b.CreateStore(b.getTrue(), made_any);
+    count(n.slot);
+    return CV{Reg::Obj, obj};
+  }
+  if (n.spec->name == "len" && n.kids.size() == 1 && lists) {
+    if (n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 &&
+        list_var(n.kids[0].kids[0]) && !dict_reg[n.kids[0].kids[0].reg])
+      return list2_len(n);
+    CV v = eval_any(n.kids[0]);
+    if (v.k != Reg::Obj) throw Refuse{"len() of a value that is not an array or a list"};
+    auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
+    // lists, dicts (native_container_len) and ASCII strings
+    llvm::Value* len =
+        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_seq_len), ft), {cptr, v.v});
+    bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
+    count(n.slot);
+    return CV{Reg::PyInt, len};
+  }
+  if ((n.spec->name == "negative" || n.spec->name == "not_") && n.kids.size() == 1)
+    return negate(n);
+  if (n.spec->name == "item" && n.kids.size() == 1 && !arr_var(n.kids[0])) {
+    // x.item() of a number: the same value as Python's (NumPy's int32 and
+    // float32 widen to Python's int and float).
+    CV v = eval(n.kids[0]);
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"item() of a value that is not a number"};
+    count(n.slot);
+    if (is_bool(vk)) return CV{Reg::PyBool, v.v};
+    return CV{is_int(vk) ? Reg::PyInt : Reg::PyFloat, v.v};
+  }
+  if (n.spec->name == "is_mutable_container" && n.kids.size() == 1) {
+    // An array or a number is not a list or dict (anything else stays general).
+    if (!arr_var(n.kids[0])) {
+      CV v = eval(n.kids[0]);
+      if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k)))
+        throw Refuse{"is_mutable_container of a value that is not an array or a number"};
+    }
+    count(n.slot);
+    return CV{Reg::PyBool, b.getInt1(false)};
+  }
+  if (n.spec->name == "range_index" && !n.kids.empty()) {
+    // A range's bound: an int (Python's or NumPy's) or a bool passes; any
+    // other kind is the primitive's TypeError, on the general path.
+    CV v = eval(n.kids[0]);
+    const auto vk = static_cast<Reg::Kind>(v.k);
+    if (v.k == kDyn || !(vk == Reg::PyInt || vk == Reg::NpInt || vk == Reg::NpI32 ||
+                         vk == Reg::PyBool))
+      throw Refuse{"a range bound that is not an int"};
+    count(n.slot);
+    return v;
+  }
+  if (n.spec->name == "ndim" && n.kids.size() == 1) {
+    // np.ndim(x): the rank the code is typed by (0 for a number).
+    int64_t nd = 0;
+    if (arr_var(n.kids[0])) {
+      const ArrT& e = atype[n.kids[0].reg];
+      if (!e.indexable) throw Refuse{"ndim() of an array of unknown rank"};
+      nd = e.nd;
+    } else {
+      CV v = eval(n.kids[0]);
+      if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k)))
+        throw Refuse{"ndim() of a value whose kind varies"};
+    }
+    count(n.slot);
+    return CV{Reg::PyInt, b.getInt64(nd)};
+  }
+  auto it = ops.find(n.spec->name);
+  if (it == ops.end() || n.kids.size() != 1)
+    throw Refuse{"'" + n.spec->name + "' has no native code"};
+  CV v = eval(n.kids[0]);
+  const auto vk = static_cast<Reg::Kind>(v.k);
+  if (!is_int(vk) && !is_float(vk)) throw Refuse{"'" + n.spec->name + "' of a non-number"};
+  // float32: the functions whose float32 result is the double one rounded
+  // (the others are computed by vmath's float32 code, elementwise.hpp).
+  if (vk == Reg::NpF32 && it->second != UnaryOp::sqrt && it->second != UnaryOp::abs &&
+      it->second != UnaryOp::floor && it->second != UnaryOp::ceil &&
+      it->second != UnaryOp::trunc && it->second != UnaryOp::rint)
+    throw Refuse{"'" + n.spec->name + "' of a float32 has no native code"};
+  // The primitive on a sample of that kind: its result's kind, and its
+  // value checked against the function computed here.
+  if (v.s) {
+    // Python's or NumPy's number by turns: both must give one kind.
+    CV py{vk, v.v}, np_{np_kind(vk), v.v};
+    const int k1 = probe(n, it->second, py), k2 = probe(n, it->second, np_);
+    if (k1 == k2) return finish_call(n, it->second, v, k1);
+    if (k2 != np_kind(static_cast<Reg::Kind>(k1)))
+      throw Refuse{"'" + n.spec->name + "' of a number whose kind varies"};
+    CV r = finish_call(n, it->second, v, k1);  // Python's in, Python's out; NumPy's, NumPy's
+    r.s = v.s;
+    return r;
+  }
+  return finish_call(n, it->second, v, probe(n, it->second, v));
+}
+
+CV Gen::negate(const FNode& n) {
+  CV v = eval(n.kids[0]);
+  const auto vk = static_cast<Reg::Kind>(v.k);
+  if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"'" + n.spec->name + "' of a non-scalar"};
+  if (n.spec->name == "not_") {
+    llvm::Value* r = b.CreateNot(truth(v));
+    count(n.slot);
+    return CV{Reg::PyBool, r};
+  }
+  if (is_bool(vk)) throw Refuse{"'negative' of a bool"};
+  CV r = v;
+  if (is_float(vk)) {
+    r.v = b.CreateFNeg(v.v);
+  } else if (vk == Reg::NpI32) {
+    r.v = b.CreateSExt(b.CreateNeg(b.CreateTrunc(v.v, b.getInt32Ty())), i64);
+  } else {
+    r.v = b.CreateSub(b.getInt64(0), v.v);
+    if (vk == Reg::PyInt) {
+      llvm::Value* over = b.CreateICmpEQ(v.v, b.getInt64(INT64_MIN));
+      if (v.s) over = b.CreateAnd(over, b.CreateNot(v.s));
+      bail_if(over);
+    }
+  }
+  count(n.slot);
+  return r;
+}
+
+int Gen::probe(const FNode& n, UnaryOp op, const CV& v) {
+  const auto vk = static_cast<Reg::Kind>(v.k);
+  Value sample = vk == Reg::PyFloat ? Value(0.375)
+                 : vk == Reg::NpFloat ? Value(Array::scalar(0.375))
+                 : vk == Reg::NpF32   ? Value(Array::scalar(0.375, DType::float32))
+                 : vk == Reg::NpI32   ? Value(Array::scalar(3.0, DType::int32))
+                 : vk == Reg::PyInt   ? Value(int64_t{3})
+                                      : Value(Array::scalar_int(3));
+  const double xs = is_float(vk) ? 0.375 : 3.0;
+  Value res;
+  try {
+    res = call_primitive(n.spec->name, std::vector<Value>{sample});
+  } catch (...) {
+    throw Refuse{"'" + n.spec->name + "' failed on a sample"};
+  }
+  int rk;
+  double got;
+  if (res.is_float()) {
+    rk = Reg::PyFloat, got = res.as_float();
+  } else if (res.is_array() && res.as_array().ndim() == 0 && res.as_array().dtype() == DType::float64 &&
+             !res.as_array().foreign() && res.as_array().storage_bytes() == 8) {
+    rk = Reg::NpFloat, got = res.as_array().origin<double>()[0];
+  } else if (res.is_array() && res.as_array().ndim() == 0 &&
+             res.as_array().dtype() == DType::float32 && !res.as_array().foreign() &&
+             res.as_array().storage_bytes() == 4) {
+    rk = Reg::NpF32, got = res.as_array().origin<float>()[0];
+  } else {
+    throw Refuse{"'" + n.spec->name + "' of a " + kind_name(vk) + " does not give a float"};
+  }
+  double want = native_unary(static_cast<int32_t>(op), xs);
+  if (rk == Reg::NpF32) want = static_cast<float>(want);
+  if (std::memcmp(&got, &want, 8) != 0)
+    throw Refuse{"'" + n.spec->name + "' computes differently"};
+  return rk;
+}
+
+CV Gen::finish_call(const FNode& n, UnaryOp op, const CV& v, int rk) {
+  llvm::Value* x = as_double(v);
+  llvm::Value* r;
+  switch (op) {
+    case UnaryOp::sqrt:
+      r = b.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, x);
+      break;
+    case UnaryOp::abs:
+      r = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+      break;
+    case UnaryOp::floor:
+      r = b.CreateUnaryIntrinsic(llvm::Intrinsic::floor, x);
+      break;
+    case UnaryOp::ceil:
+      r = b.CreateUnaryIntrinsic(llvm::Intrinsic::ceil, x);
+      break;
+    case UnaryOp::trunc:
+      r = b.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, x);
+      break;
+    default: {
+      auto* t = llvm::FunctionType::get(f64, {i32, f64}, false);
+      r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_unary), t),
+                       {b.getInt32(static_cast<int32_t>(op)), x});
+    }
+  }
+  if (rk == Reg::NpF32) {
+    if (v.k != Reg::NpF32) throw Refuse{"'" + n.spec->name + "' gives a float32 of a non-float32"};
+    r = b.CreateFPExt(b.CreateFPTrunc(r, b.getFloatTy()), f64);
+  }
+  // A NaN of a number that is not NaN (sqrt(-1), log(-1)) or an infinity
+  // of a finite one (exp(1000)): Python's functions raise there, NumPy's
+  // warn; whichever this call is, the general path's.
+  llvm::Value* nan_out = b.CreateAnd(b.CreateFCmpUNO(r, r), b.CreateFCmpORD(x, x));
+  llvm::Value* inf = llvm::ConstantFP::getInfinity(f64);
+  llvm::Value* inf_out =
+      b.CreateAnd(b.CreateFCmpOEQ(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, r), inf),
+                  b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), inf));
+  bail_if(b.CreateOr(nan_out, inf_out));
+  count(n.slot);
+  return CV{rk, r};
+}
+
+}  // namespace tessera::native_gen

@@ -1,0 +1,167 @@
+// The functions native loop code calls (native_helpers.hpp): the log's
+// growth, range entries and whole-array copies, float functions, and
+// np.random.random()'s draws; and the table of all helpers, kHelpers.
+#include "tessera/lang/native_helpers.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/native_arrays.hpp"
+#include "tessera/lang/native_dicts.hpp"
+#include "tessera/lang/native_lists.hpp"
+#include "tessera/primitives/random_stream.hpp"
+
+namespace tessera {
+
+extern "C" NativeUndo* native_grow_undo(NativeCtx* c, int64_t n) {
+  const size_t want = std::max<size_t>(1024, static_cast<size_t>(n) * 2);
+  c->log->entries.resize(want);
+  c->undo = c->log->entries.data();
+  c->undo_cap = static_cast<int64_t>(want);
+  return c->undo;
+}
+
+extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, int64_t step_bytes,
+                                        int64_t count, int64_t size) {
+  if (n + 1 > c->undo_cap) native_grow_undo(c, n + 1);
+  NativeLog& log = *c->log;
+  const size_t at = log.bytes.size();
+  log.bytes.resize(at + static_cast<size_t>(count * size));
+  char* to = log.bytes.data() + at;
+  if (step_bytes == size) {
+    std::memcpy(to, first, static_cast<size_t>(count * size));
+  } else {
+    for (int64_t j = 0; j < count; ++j)
+      std::memcpy(to + j * size, first + j * step_bytes, static_cast<size_t>(size));
+  }
+  c->undo[n].where = kNativeRangeTag;
+  c->undo[n].old = log.ranges.size();
+  log.ranges.push_back(NativeRange{first, step_bytes, count, size, at});
+  c->range_units += count * size / 16;
+  return c->undo;
+}
+
+namespace {
+
+// Buffers for whole-array copies of 64 KiB to 1 MiB, kept per thread for
+// the next call: the array allocator recycles smaller and larger blocks, but
+// blocks of these sizes go back to the system when freed, so each call's
+// copy met fresh pages (165 page faults a call for lcs's 677 KB table, as
+// many as making the table). At most two per thread (plain data: a thread
+// that ends leaves them to the process).
+constexpr size_t kSnapPoolMin = size_t{64} << 10;
+constexpr size_t kSnapPoolMax = size_t{1} << 20;
+struct SnapBlock {
+  size_t bytes;
+  void* data;
+};
+thread_local SnapBlock t_snap_pool[2] = {{0, nullptr}, {0, nullptr}};
+
+// A contiguous copy of `a` in a pooled buffer, or a.copy().
+Array snapshot_copy(const Array& a) {
+  const size_t bytes = a.nbytes();
+  if (bytes <= kSnapPoolMin || bytes > kSnapPoolMax) return a.copy();
+  const size_t rounded = (bytes + 4095) & ~size_t{4095};
+  void* p = nullptr;
+  size_t have = 0;
+  for (SnapBlock& blk : t_snap_pool) {
+    if (blk.data && blk.bytes >= rounded) {
+      p = blk.data;
+      have = blk.bytes;
+      blk = {0, nullptr};
+      break;
+    }
+  }
+  if (!p) {
+    p = std::aligned_alloc(64, rounded);
+    if (!p) return a.copy();  // its MemoryError, or memory the allocator finds
+    have = rounded;
+  }
+  std::shared_ptr<void> owner(p, [have](void* q) {
+    for (SnapBlock& blk : t_snap_pool) {
+      if (!blk.data) {
+        blk = {have, q};
+        return;
+      }
+    }
+    std::free(q);
+  });
+  Array copy = Array::wrap(a.dtype(), a.shape(), p, std::move(owner));
+  if (a.is_contiguous())
+    std::memcpy(p, a.origin_raw(), bytes);
+  else
+    copy.assign(a);
+  return copy;
+}
+
+}  // namespace
+
+extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
+  if (n + 1 > c->undo_cap) native_grow_undo(c, n + 1);
+  const Array& a = c->entries[entry].array;
+  c->undo[n].where = kNativeCopyTag;
+  c->undo[n].old = c->log->copies.size();
+  c->log->copies.emplace_back(a, snapshot_copy(a));
+  return c->undo;
+}
+
+extern "C" double native_unary(int32_t op, double v) {
+  return kernels::unary_float(static_cast<UnaryOp>(op), v);
+}
+extern "C" double native_float_floordiv(double a, double b) {
+  return kernels::float_floor_divide(a, b);
+}
+extern "C" double native_float_mod(double a, double b) { return kernels::float_mod(a, b); }
+extern "C" double native_pow(double a, double b) { return std::pow(a, b); }
+// The draws come from the call's batch, computed several at a time
+// (native_random.cpp); the positions not drawn go back to the stream when
+// the call returns.
+extern "C" double native_uniform(NativeCtx* c) {
+  ++c->draws;
+  NativeDraws* d = c->rand;
+  if (d == nullptr) {
+    const kernels::RandomKey key = next_uniform_key();
+    const auto w = kernels::philox4x32(key, 0);
+    return kernels::unit_double(w[0], w[1]);
+  }
+  if (d->pos == d->len) native_draws_refill(*d);
+  return d->buf[d->pos++];
+}
+
+namespace native_gen {
+
+void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
+                          reinterpret_cast<void*>(&native_log_range),
+                          reinterpret_cast<void*>(&native_snapshot),
+                          reinterpret_cast<void*>(&native_unary),
+                          reinterpret_cast<void*>(&native_float_floordiv),
+                          reinterpret_cast<void*>(&native_float_mod),
+                          reinterpret_cast<void*>(&native_pow),
+                          reinterpret_cast<void*>(&native_uniform),
+                          reinterpret_cast<void*>(&native_alloc),
+                          reinterpret_cast<void*>(&native_sweep),
+                          reinterpret_cast<void*>(&native_list_new),
+                          reinterpret_cast<void*>(&native_list_append),
+                          reinterpret_cast<void*>(&native_list_len),
+                          reinterpret_cast<void*>(&native_list_get),
+                          reinterpret_cast<void*>(&native_list_iterate),
+                          reinterpret_cast<void*>(&native_row_view),
+                          reinterpret_cast<void*>(&native_dict_find),
+                          reinterpret_cast<void*>(&native_dict_set),
+                          reinterpret_cast<void*>(&native_container_len),
+                          reinterpret_cast<void*>(&native_dict_new),
+                          reinterpret_cast<void*>(&native_list2_get),
+                          reinterpret_cast<void*>(&native_list2_set),
+                          reinterpret_cast<void*>(&native_list_set),
+                          reinterpret_cast<void*>(&native_str_byte),
+                          reinterpret_cast<void*>(&native_seq_len),
+                          reinterpret_cast<void*>(&native_list2_len),
+                          reinterpret_cast<void*>(&native_dict_view)};
+
+}  // namespace native_gen
+
+}  // namespace tessera

@@ -1,0 +1,48 @@
+// The functions native loop code calls (native.cpp, native_gen.hpp), by
+// index into NativeCtx::helpers (kHelpers): no process address is in the
+// code, so that it can be kept on disk and used by other processes. Those on
+// arrays, lists and dicts are declared in native_arrays.hpp,
+// native_lists.hpp and native_dicts.hpp; these are the log's and numbers'.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "tessera/lang/native.hpp"
+
+namespace tessera {
+
+// Room for at least `n` entries in the log of element writes (twice as
+// many, 1024 at least); the log's new address.
+extern "C" NativeUndo* native_grow_undo(NativeCtx* c, int64_t n);
+
+// Appends one range entry to the log: the old bytes of `count` elements of
+// `size` bytes, `first` then every `step_bytes`.
+extern "C" NativeUndo* native_log_range(NativeCtx* c, int64_t n, char* first, int64_t step_bytes,
+                                        int64_t count, int64_t size);
+
+// A copy of the whole array of entry `entry` (a register's array now) to the
+// log, before writes not logged one by one.
+extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry);
+
+// The interpreter's float functions and operators (kernels/elementwise.hpp).
+extern "C" double native_unary(int32_t op, double v);
+extern "C" double native_float_floordiv(double a, double b);
+extern "C" double native_float_mod(double a, double b);
+extern "C" double native_pow(double a, double b);
+
+// np.random.random(): the interpreter's draw (fastloop.cpp, Op::Uniform),
+// counted so that a roll-back can rewind the stream.
+extern "C" double native_uniform(NativeCtx* c);
+
+namespace native_gen {
+
+// The functions the generated code calls, by index into NativeCtx::helpers
+// (native_helpers()); a new one goes at the end (the disk cache's key
+// counts them).
+constexpr size_t kHelperCount = 27;
+extern void* const kHelpers[kHelperCount];
+
+}  // namespace native_gen
+
+}  // namespace tessera
