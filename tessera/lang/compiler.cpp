@@ -571,12 +571,31 @@ class Compiler {
 
 namespace {
 
+// True if call `a` of random primitive `spec` draws from a stream that
+// advances with every draw (PrimitiveCallNode::draws_from_a_stream): no seed
+// of its own given, by name or by position.
+bool ast_draws_from_a_stream(const Ast& a, const PrimitiveSpec& spec) {
+  if (spec.family != "random" || spec.name == "default_rng") return false;
+  if (spec.name == "set_seed") return true;
+  size_t seed = spec.params.size();
+  for (size_t p = 0; p < spec.params.size(); ++p)
+    if (spec.params[p].name == "seed") seed = p;
+  if (seed == spec.params.size()) return true;
+  for (size_t i = 0; i < a.args.size(); ++i) {
+    const AstArg& g = a.args[i];
+    if (g.name == "seed" || (g.name.empty() && i == seed))
+      return g.value && g.value->kind == Ast::Kind::literal && g.value->value.is_nil();
+  }
+  return true;
+}
+
 // True if the program calls a primitive that writes into an array
-// (registry.hpp: PrimitiveSpec::writes) anywhere.
+// (registry.hpp: PrimitiveSpec::writes) anywhere, or draws from a random
+// stream (whose draws must keep Python's order: nodes.cpp, may_write).
 bool calls_writing_primitive(const Ast& a) {
   if (a.kind == Ast::Kind::call && a.callee == nullptr) {
     const PrimitiveSpec* spec = find_primitive(a.name);
-    if (spec && spec->writes) return true;
+    if (spec && (spec->writes || ast_draws_from_a_stream(a, *spec))) return true;
   }
   if (a.callee && calls_writing_primitive(*a.callee)) return true;
   for (const auto& arg : a.args) {

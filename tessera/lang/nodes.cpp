@@ -196,8 +196,9 @@ bool pure_value(const Node* n) {
 bool may_write(const Node* n) {
   if (!n) return false;
   if (n->is_primitive()) {
-    const PrimitiveSpec* spec = static_cast<const PrimitiveCallNode*>(n)->spec();
-    if (spec->writes || spec->calls_functions) return true;
+    const auto* call = static_cast<const PrimitiveCallNode*>(n);
+    const PrimitiveSpec* spec = call->spec();
+    if (spec->writes || spec->calls_functions || call->draws_from_a_stream()) return true;
   }
   if (dynamic_cast<const CallNode*>(n) || dynamic_cast<const ForEachNode*>(n)) return true;
   if (dynamic_cast<const FunctionNode*>(n)) return false;  // made, not called
@@ -205,6 +206,23 @@ bool may_write(const Node* n) {
     if (may_write(c)) return true;
   }
   return false;
+}
+
+bool PrimitiveCallNode::draws_from_a_stream() const {
+  if (spec_->family != "random" || spec_->name == "default_rng") return false;
+  if (spec_->name == "set_seed") return true;  // moves the global stream
+  int seed = -1;
+  for (size_t p = 0; p < spec_->params.size(); ++p)
+    if (spec_->params[p].name == "seed") seed = static_cast<int>(p);
+  if (seed < 0) return true;  // a Generator's draw, shuffle, permutation
+  for (size_t i = 0; i < operands_.size() && i < slots_.size(); ++i) {
+    if (slots_[i] != seed) continue;
+    // A seed given: its own stream, in any order (unless it is None).
+    Value v;
+    const auto* c = dynamic_cast<const ConstantNode*>(operands_[i].get());
+    return c && c->eval_now(nullptr, v) && v.is_nil();
+  }
+  return true;  // the default seed: None
 }
 
 namespace {
@@ -1365,8 +1383,19 @@ Future<Value> ForEachNode::eval(const FramePtr& frame) const {
 
 std::vector<const Node*> ListNode::children() const { return raw(items_); }
 
+ListNode::ListNode(SourceLoc loc, std::vector<NodePtr> items, bool as_array, bool tuple)
+    : Node(std::move(loc)),
+      items_(std::move(items)),
+      as_array_(as_array),
+      tuple_(tuple),
+      ordered_(ordered_operands(items_)) {}
+
 Future<Value> ListNode::eval(const FramePtr& frame) const {
-  return eval_all(items_, frame).then([this](const std::vector<Value>& vals) -> Value {
+  Future<std::vector<Value>> items =
+      ordered_.empty() ? eval_all(items_, frame)
+                       : eval_all_ordered(&items_, &ordered_, frame, 0,
+                                          std::make_shared<std::vector<Future<Value>>>());
+  return items.then([this](const std::vector<Value>& vals) -> Value {
     if (as_array_) {
       bool numeric = !vals.empty();
       for (const Value& v : vals) numeric = numeric && (v.is_numeric() || v.is_list());
@@ -1392,13 +1421,21 @@ std::vector<const Node*> DictNode::children() const {
   return out;
 }
 
-Future<Value> DictNode::eval(const FramePtr& frame) const {
-  std::vector<NodePtr> all;
+DictNode::DictNode(SourceLoc loc, std::vector<NodePtr> keys, std::vector<NodePtr> values)
+    : Node(std::move(loc)), keys_(std::move(keys)), values_(std::move(values)) {
   for (size_t i = 0; i < keys_.size(); ++i) {
-    all.push_back(keys_[i]);
-    all.push_back(values_[i]);
+    all_.push_back(keys_[i]);
+    all_.push_back(values_[i]);
   }
-  return eval_all(all, frame).then([this](const std::vector<Value>& vals) -> Future<Value> {
+  ordered_ = ordered_operands(all_);
+}
+
+Future<Value> DictNode::eval(const FramePtr& frame) const {
+  Future<std::vector<Value>> items =
+      ordered_.empty() ? eval_all(all_, frame)
+                       : eval_all_ordered(&all_, &ordered_, frame, 0,
+                                          std::make_shared<std::vector<Future<Value>>>());
+  return items.then([this](const std::vector<Value>& vals) -> Future<Value> {
     Dict d;
     for (size_t i = 0; i + 1 < vals.size(); i += 2) {
       // The keys d[k] = v takes (floats, tuples, NumPy scalars as the number

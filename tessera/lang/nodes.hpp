@@ -123,6 +123,10 @@ class PrimitiveCallNode : public Node {
   std::vector<const Node*> children() const override;
   bool is_primitive() const override { return true; }
   const PrimitiveSpec* spec() const { return spec_; }
+  // True for a draw from a stream that advances with every draw (the global
+  // stream of np.random.*, set_seed, a Generator's): a random primitive
+  // without a seed of its own. Such calls keep Python's order (may_write).
+  bool draws_from_a_stream() const;
 
   // The call of an elementwise primitive (add, sqrt, ...) on operands that
   // include elementwise calls: one call of a fused primitive on the leaves
@@ -336,8 +340,7 @@ class ListNode : public Node {
   friend class FastLoop;
 
  public:
-  ListNode(SourceLoc loc, std::vector<NodePtr> items, bool as_array, bool tuple = false)
-      : Node(std::move(loc)), items_(std::move(items)), as_array_(as_array), tuple_(tuple) {}
+  ListNode(SourceLoc loc, std::vector<NodePtr> items, bool as_array, bool tuple = false);
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return as_array_ ? "[...]" : tuple_ ? "tuple" : "list"; }
   std::vector<const Node*> children() const override;
@@ -346,13 +349,16 @@ class ListNode : public Node {
   std::vector<NodePtr> items_;
   bool as_array_;
   bool tuple_;  // tuple(...): the list is marked as a tuple
+  // In a program that writes: per item, whether it starts only after the
+  // ones before it (it may write or draw: Python evaluates `[x.sum(), h(x)]`
+  // left to right; nodes.cpp, ordered_operands); empty when none does.
+  std::vector<bool> ordered_;
 };
 
 // dict(k1, v1, k2, v2, ...) and dict(name=value, ...).
 class DictNode : public Node {
  public:
-  DictNode(SourceLoc loc, std::vector<NodePtr> keys, std::vector<NodePtr> values)
-      : Node(std::move(loc)), keys_(std::move(keys)), values_(std::move(values)) {}
+  DictNode(SourceLoc loc, std::vector<NodePtr> keys, std::vector<NodePtr> values);
   Future<Value> eval(const FramePtr& frame) const override;
   std::string label() const override { return "dict"; }
   std::vector<const Node*> children() const override;
@@ -360,6 +366,10 @@ class DictNode : public Node {
  private:
   friend class FastLoop;
   std::vector<NodePtr> keys_, values_;
+  // keys and values in Python's order (k1, v1, k2, ...), and which of them
+  // start only after the ones before (as ListNode's).
+  std::vector<NodePtr> all_;
+  std::vector<bool> ordered_;
 };
 
 // break(), continue(), return(value).
@@ -415,8 +425,10 @@ void frame_access(const Node* n, int nesting, FrameAccess& acc);
 // (registry.hpp: has_effects), no call of a function, no break(),
 // continue() or return() (nodes.cpp).
 bool pure_value(const Node* n);
-// True if evaluating `n` may write into an array: a primitive that writes,
-// or a call of a function (whose body may write).
+// True if evaluating `n` may write into an array or advance a random
+// stream: a primitive that writes, a draw from a stream
+// (PrimitiveCallNode::draws_from_a_stream), or a call of a function (whose
+// body may do either).
 bool may_write(const Node* n);
 
 }  // namespace tessera
