@@ -87,7 +87,9 @@ def check_against_one_process(tp):
     e_par, e_ref = par.evaluate(x, y, verbose=0), ref.evaluate(x, y, verbose=0)
     np.testing.assert_allclose(e_par[0], e_ref[0], rtol=1e-12)
     assert e_par[1] == e_ref[1], (e_par, e_ref)
-    w = np.linspace(0.5, 2.0, len(x))  # per-sample losses (the sample-weighted path)
+    # per-sample weights of the per-step losses (the sample-weighted path): (n, 1), as
+    # Keras needs them for losses of shape (n, steps)
+    w = np.linspace(0.5, 2.0, len(x))[:, None]
     np.testing.assert_allclose(par.evaluate(x, y, sample_weight=w, verbose=0),
                                ref.evaluate(x, y, sample_weight=w, verbose=0), rtol=1e-12)
     # Gradients: one SGD step of learning rate 1 on the whole batch moves
