@@ -24,6 +24,16 @@ from ..utils import PyDataset
 from ._common import OutputLoss, _as_list, _Compiled, _optimizer
 
 
+def _map_batches(ds, fn):
+    """`ds` with `fn` applied to each batch's arrays: a PyDataset's batches (GivenBatches)
+    as they are read, a Dataset by its map."""
+    if isinstance(ds, GivenBatches):
+        read = ds._read_epoch
+        return GivenBatches(fn(*ds._first), lambda epoch, start: (
+            (i, fn(*arrays)) for i, arrays in read(epoch, start)), ds._n, ds.what, ds._where)
+    return ds.map(fn)
+
+
 def _adjust_rank(a, shape):
     """Keras's functional models take an input one axis short of its Input when that
     Input's last axis is 1 (MNIST's (n, 28, 28) into Input((28, 28, 1))), and one axis
@@ -661,12 +671,7 @@ class CompileMixin:
             rows = len(arrays[0])
             return tuple(arrays) + tuple(np.zeros((rows,), self.dtype)
                                          for _ in range(n_out - 1))
-        if isinstance(ds, GivenBatches):  # (a PyDataset's batches: read as given)
-            read = ds._read_epoch
-            return GivenBatches(pad(*ds._first), lambda epoch, start: (
-                (i, pad(*arrays)) for i, arrays in read(epoch, start)), ds._n, ds.what,
-                ds._where)
-        return ds.map(pad)
+        return _map_batches(ds, pad)
 
     def _dataset_weights(self, ds, where: str):
         """A Dataset's (or PyDataset's) sample weights checked by their shape as arrays'
@@ -691,12 +696,7 @@ class CompileMixin:
         def reshaped(*arrays):
             w = np.asarray(arrays[-1])
             return tuple(arrays[:-1]) + (w.reshape((len(w),) + held),)
-        if isinstance(ds, GivenBatches):  # (a PyDataset's batches: read as given)
-            read = ds._read_epoch
-            return GivenBatches(reshaped(*ds._first), lambda epoch, start: (
-                (i, reshaped(*arrays)) for i, arrays in read(epoch, start)), ds._n, ds.what,
-                ds._where)
-        return ds.map(reshaped)
+        return _map_batches(ds, reshaped)
 
     def _dataset_parts(self, ds, where: str):
         """The number of components of a Dataset's elements, checked against
