@@ -575,15 +575,11 @@ namespace {
 // advances with every draw (PrimitiveCallNode::draws_from_a_stream): no seed
 // of its own given, by name or by position.
 bool ast_draws_from_a_stream(const Ast& a, const PrimitiveSpec& spec) {
-  if (spec.family != "random" || spec.name == "default_rng") return false;
-  if (spec.name == "set_seed") return true;
-  size_t seed = spec.params.size();
-  for (size_t p = 0; p < spec.params.size(); ++p)
-    if (spec.params[p].name == "seed") seed = p;
-  if (seed == spec.params.size()) return true;
+  const int seed = stream_seed_param(spec);
+  if (seed < 0) return seed == kStreamDraw;
   for (size_t i = 0; i < a.args.size(); ++i) {
     const AstArg& g = a.args[i];
-    if (g.name == "seed" || (g.name.empty() && i == seed))
+    if (g.name == "seed" || (g.name.empty() && i == static_cast<size_t>(seed)))
       return g.value && g.value->kind == Ast::Kind::literal && g.value->value.is_nil();
   }
   return true;

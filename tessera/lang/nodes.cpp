@@ -208,13 +208,17 @@ bool may_write(const Node* n) {
   return false;
 }
 
+int stream_seed_param(const PrimitiveSpec& spec) {
+  if (spec.family != "random" || spec.name == "default_rng") return kNoStreamDraw;
+  if (spec.name == "set_seed") return kStreamDraw;  // moves the global stream
+  for (size_t p = 0; p < spec.params.size(); ++p)
+    if (spec.params[p].name == "seed") return static_cast<int>(p);
+  return kStreamDraw;  // a Generator's draw, shuffle, permutation
+}
+
 bool PrimitiveCallNode::draws_from_a_stream() const {
-  if (spec_->family != "random" || spec_->name == "default_rng") return false;
-  if (spec_->name == "set_seed") return true;  // moves the global stream
-  int seed = -1;
-  for (size_t p = 0; p < spec_->params.size(); ++p)
-    if (spec_->params[p].name == "seed") seed = static_cast<int>(p);
-  if (seed < 0) return true;  // a Generator's draw, shuffle, permutation
+  const int seed = stream_seed_param(*spec_);
+  if (seed < 0) return seed == kStreamDraw;
   for (size_t i = 0; i < operands_.size() && i < slots_.size(); ++i) {
     if (slots_[i] != seed) continue;
     // A seed given: its own stream, in any order (unless it is None).

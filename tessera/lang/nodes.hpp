@@ -430,5 +430,13 @@ bool pure_value(const Node* n);
 // (PrimitiveCallNode::draws_from_a_stream), or a call of a function (whose
 // body may do either).
 bool may_write(const Node* n);
+// How a call of `spec` draws random numbers: kNoStreamDraw for a primitive
+// that does not draw from a stream (not random, or default_rng), kStreamDraw
+// for one that always does (set_seed, a Generator's draw, shuffle), else the
+// index of its `seed` parameter: a draw from the global stream unless that
+// seed is given and not None. Shared by the compiler (on the program's text)
+// and PrimitiveCallNode::draws_from_a_stream (on its operands).
+constexpr int kNoStreamDraw = -2, kStreamDraw = -1;
+int stream_seed_param(const PrimitiveSpec& spec);
 
 }  // namespace tessera
