@@ -209,20 +209,36 @@ void take_blocks(const Array& x, int64_t outer, int64_t n, int64_t inner, const 
 }
 
 void add_blocks(const Array& src, int64_t outer, int64_t n, int64_t inner, const int64_t* idx,
-                int64_t count, Array& dst) {
-  auto add = [&](auto* d, const auto* s) {
-    for (int64_t o = 0; o < outer; ++o) {
-      for (int64_t j = 0; j < count; ++j, s += inner) {
+                int64_t count, Array& dst, bool zero_first, ForRange run) {
+  // dst's blocks [b, e) of the (outer * n) in C order: zeroed if asked, then
+  // each src block whose destination falls in the range added in index order.
+  auto add = [&](auto* d, const auto* s, int64_t b, int64_t e) {
+    using T = std::remove_pointer_t<decltype(d)>;
+    if (zero_first) std::fill(d + b * inner, d + e * inner, T(0));
+    for (int64_t o = b / n; o <= (e - 1) / n && o < outer; ++o) {
+      const int64_t lo = std::max(b - o * n, int64_t{0}), hi = std::min(e - o * n, n);
+      const auto* so = s + o * count * inner;
+      for (int64_t j = 0; j < count; ++j) {
+        if (idx[j] < lo || idx[j] >= hi) continue;
+        const auto* sj = so + j * inner;
         auto* row = d + (o * n + idx[j]) * inner;
-        for (int64_t c = 0; c < inner; ++c) row[c] += s[c];
+        for (int64_t c = 0; c < inner; ++c) row[c] += sj[c];
       }
     }
   };
-  if (dst.dtype() == DType::float64) {
-    add(dst.data<double>(), src.data<double>());
-  } else {
-    add(dst.data<float>(), src.data<float>());
-  }
+  const int64_t blocks = outer * n;
+  if (blocks == 0) return;
+  // Per block: its zero fill and a scan of the indices (cheap against the
+  // block's `inner` elements only when blocks are few per index).
+  const double ns = 0.05 * static_cast<double>(inner) +
+                    0.5 * static_cast<double>(count) / static_cast<double>(n);
+  run(blocks, ns, [&](int64_t b, int64_t e) {
+    if (dst.dtype() == DType::float64) {
+      add(dst.data<double>(), src.data<double>(), b, e);
+    } else {
+      add(dst.data<float>(), src.data<float>(), b, e);
+    }
+  });
 }
 
 Array take_along_axis_array(const Array& x, const Array& idx, int axis, const Shape& out_shape,

@@ -67,10 +67,13 @@ void take_blocks(const Array& x, int64_t outer, int64_t n, int64_t inner, const 
 
 // The cotangent of take_blocks: dst (outer, n, inner), float32 or float64,
 // gets src (outer, count, inner, dst's dtype) added block by block, in index
-// order (repeated indices accumulate in that order whatever the threads:
-// serial).
+// order (repeated indices accumulate in that order whatever the threads).
+// zero_first: dst's contents are ignored and each block of dst starts at zero
+// (an embedding's gradient: the zero fill and the sums in one pass). `run`
+// splits dst's blocks: each tile zeroes and sums its own blocks, reading the
+// indices in order, so the result is the serial one.
 void add_blocks(const Array& src, int64_t outer, int64_t n, int64_t inner, const int64_t* idx,
-                int64_t count, Array& dst);
+                int64_t count, Array& dst, bool zero_first = false, ForRange run = serial_for);
 
 // np.take_along_axis: out[..., i, ...] = x[..., idx[..., i, ...], ...] along
 // `axis`, where `idx` (int64, already normalized to [0, x.dim(axis))) and x

@@ -820,8 +820,9 @@ std::optional<Array> take_grad_by_blocks(const Value& g, const Value& x, const V
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= xa.dim(d);
   for (int d = axis + 1; d < xa.ndim(); ++d) inner *= xa.dim(d);
-  Array dx = Array::zeros(dt, xa.shape());
-  kernels::add_blocks(g.as_array().contiguous(), outer, n, inner, ip.data(), idx.size(), dx);
+  Array dx(dt, xa.shape());
+  kernels::add_blocks(g.as_array().contiguous(), outer, n, inner, ip.data(), idx.size(), dx,
+                      /*zero_first=*/true, &parallel_for);
   return dx;
 }
 

@@ -222,6 +222,35 @@ def test_take_and_take_grad_of_rows_match_numpy_bit_for_bit():
     np.testing.assert_array_equal(tessera.call_primitive("take_grad", [gc, w, cols, 1]), want)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_take_grad_of_a_large_table_split_across_threads_is_numpys_add_at(threads):
+    # Large enough that the zero fill and the sums are split into tiles of rows:
+    # each tile must keep the repeated ids' order (bit for bit) and leave no row
+    # unwritten; along axis 1 the blocks of several outer rows are split too.
+    rng = np.random.default_rng(41)
+    old = tessera.num_threads()
+    tessera.set_num_threads(threads)
+    try:
+        for dtype in (np.float32, np.float64):
+            w = np.empty((30000, 24), dtype=dtype)
+            ids = rng.integers(-30000, 30000, size=(40, 90))
+            ids[:, :5] = 17  # many repeats of one row, across the batch
+            g = rng.normal(size=(40, 90, 24)).astype(dtype)
+            want = np.zeros_like(w)
+            np.add.at(want, ids, g)
+            np.testing.assert_array_equal(tessera.call_primitive("take_grad", [g, w, ids, 0]),
+                                          want)
+            w3 = np.empty((3, 20000, 5), dtype=dtype)
+            cols = rng.integers(0, 20000, size=700)
+            g3 = rng.normal(size=(3, 700, 5)).astype(dtype)
+            want3 = np.zeros_like(w3)
+            np.add.at(want3, (slice(None), cols), g3)
+            np.testing.assert_array_equal(
+                tessera.call_primitive("take_grad", [g3, w3, cols, 1]), want3)
+    finally:
+        tessera.set_num_threads(old)
+
+
 def test_index_add_adds_in_place_only_into_an_array_nobody_else_holds():
     # A temporary (x * 1) is added into; y, still read afterwards, and the
     # caller's x stay unchanged (numpy.add.at on a copy).
