@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "tessera/core/error.hpp"
 
@@ -841,6 +842,69 @@ DType scalar_dtype(const Value& v) {
   return DType::float64;
 }
 
+namespace {
+
+// A list of numbers only (the common np.array(list) of a loop's appends:
+// Python numbers, or NumPy scalars, 0-d arrays here, of the usual dtypes):
+// one pass for the dtype as the general path promotes the items' dtypes, one
+// to write them, no array per item. Empty for any other item.
+template <class T>
+T zero_d_item(const Array& a) {
+  switch (a.dtype()) {
+    case DType::float64: return static_cast<T>(*a.data<double>());
+    case DType::float32: return static_cast<T>(*a.data<float>());
+    case DType::int64: return static_cast<T>(*a.data<int64_t>());
+    case DType::int32: return static_cast<T>(*a.data<int32_t>());
+    default: return static_cast<T>(*a.data<bool>());
+  }
+}
+
+std::optional<Array> scalars_to_array(const List& l) {
+  DType dt = DType::bool_;
+  bool first = true;
+  for (const Value& e : l) {
+    DType d;
+    if (e.is_array()) {
+      const Array& a = e.as_array();
+      d = a.dtype();
+      if (a.ndim() != 0 || (d != DType::float64 && d != DType::float32 && d != DType::int64 &&
+                            d != DType::int32 && d != DType::bool_)) {
+        return std::nullopt;
+      }
+    } else if (e.is_float() || e.is_int() || e.is_bool()) {
+      d = scalar_dtype(e);
+    } else {
+      return std::nullopt;
+    }
+    dt = first ? d : promote(dt, d);
+    first = false;
+  }
+  if (dt != DType::float64 && dt != DType::float32 && dt != DType::int64 &&
+      dt != DType::int32 && dt != DType::bool_) {
+    return std::nullopt;
+  }
+  Array out(dt, {static_cast<int64_t>(l.size())});
+  auto fill = [&](auto* dst) {
+    using T = std::remove_pointer_t<decltype(dst)>;
+    for (const Value& e : l) {
+      *dst++ = e.is_array()  ? zero_d_item<T>(e.as_array())
+               : e.is_float() ? static_cast<T>(e.as_float())
+               : e.is_int()   ? static_cast<T>(e.as_int())
+                              : static_cast<T>(e.as_bool());
+    }
+  };
+  switch (dt) {
+    case DType::float64: fill(out.data<double>()); break;
+    case DType::float32: fill(out.data<float>()); break;
+    case DType::int64: fill(out.data<int64_t>()); break;
+    case DType::int32: fill(out.data<int32_t>()); break;
+    default: fill(out.data<bool>()); break;
+  }
+  return out;
+}
+
+}  // namespace
+
 Array to_array(const Value& v, const char* op, const char* what) {
   switch (v.kind()) {
     case ValueKind::array: return v.as_array().contiguous();
@@ -852,6 +916,7 @@ Array to_array(const Value& v, const char* op, const char* what) {
       NestingLevel level(op, v);
       const List& l = v.as_list();
       if (l.empty()) return Array(DType::float64, {0});
+      if (std::optional<Array> flat = scalars_to_array(l)) return std::move(*flat);
       std::vector<Array> rows;
       rows.reserve(l.size());
       for (const Value& e : l) rows.push_back(to_array(e, op, what));
