@@ -242,3 +242,30 @@ def test_a_step_override_is_refused_weights_per_output():
                                                   r"which does not take sample_weight given "
                                                   rf"per output yet.*{HERE}"):
         model.fit(X, [YA, YB], sample_weight=[WA, WB], verbose=0)
+
+
+def test_metric_subclass_gets_each_outputs_weights_as_given(keras):
+    """A Metric subclass in weighted_metrics gets its own output's weights in the shape
+    given, as Keras gives them: (n, T) for the sequence output, (n, 1) kept (n, 1) for the
+    other (its weight sum counts each sample once)."""
+    from test_nn_keras_fixes21 import _weighted_mae_class  # a user's metric reading weights
+
+    def model(lib):
+        cls = _weighted_mae_class(lib)
+        inp = lib.Input((T, 2))
+        s = lib.layers.Dense(2, name="s")(inp)
+        f = lib.layers.Dense(1, name="f")(lib.layers.Flatten()(inp))
+        m = lib.Model(inp, [s, f])
+        m.compile(optimizer=lib.optimizers.SGD(0.1), loss=["mse", "mse"],
+                  weighted_metrics=[[cls(name="s_w")], [cls(name="f_w")]])
+        return m
+    x = RNG.normal(size=(N, T, 2)).astype("float32")
+    y = [RNG.normal(size=(N, T, 2)).astype("float32"), YB]
+    sw = [RNG.uniform(0.0, 2.0, (N, T)).astype("float32"), WB[:, None]]
+    tm, km = model(tn), model(keras)
+    _same_weights(tm, km)
+    hist = [m.fit(x, y, sample_weight=sw, batch_size=4, epochs=2, shuffle=False,
+                  verbose=0).history for m in (tm, km)]
+    _same_logs(*hist)
+    _same_logs(tm.evaluate(x, y, sample_weight=[None, sw[1]], verbose=0, return_dict=True),
+               km.evaluate(x, y, sample_weight=[None, sw[1]], verbose=0, return_dict=True))

@@ -34,7 +34,6 @@ from . import constraints
 from .clipping import SplitNorms
 from .params import peek_value, value_spec
 from .programs import ProgramsMixin
-from .sample_weights import weight_names, weight_streams
 from .program_constants import compile_program
 from .symbolic import GraphWriter
 from .zero import ZeroPlan
@@ -696,7 +695,7 @@ class StageStep:
         s, p, m = self.stage, self.p, self.m
         last = s == p - 1
         xs, ys = model._names()
-        streams = xs + ys + weight_streams(weighted)
+        streams = xs + ys + model._weight_streams(weighted)
         P, S = self.P, self.S
         stmts, outs, stats = self.code
         feeds = [f"a{k}" for k in range(len(self.plan.feeds[s]))]
@@ -716,10 +715,10 @@ class StageStep:
         self.keeps = keep
         defs = []
         if last:
-            lstmts, loss = model._loss_text(ys, outs, weight_names(weighted),
+            lstmts, loss = model._loss_text(ys, outs, model._weight_names(weighted),
                                             regularized=set(P))
             aux = [f"list({', '.join(outs)})"] + aux_of_stats
-            args = P + S + xs + ys + weight_streams(weighted) + feeds + ["seed", "w"]
+            args = P + S + xs + ys + model._weight_streams(weighted) + feeds + ["seed", "w"]
             body = ",\n  ".join(stmts + lstmts + [f"list(({loss}) * w, "
                                                   f"list({', '.join(aux)}))"])
             defs.append(f"define(stage_loss, {', '.join(args)}, block(\n  {body}))\n")
@@ -862,7 +861,7 @@ class StageStep:
                     cys = [f"{y}_{i}" for y in ys]
                     chs = [f"r_{i}[2][0][{k}]" for k in range(len(model._outputs))]
                     mstmts, mets = model._metric_exprs(cys, chs,
-                                                       weight_names(weighted, f"_{i}"))
+                                                       model._weight_names(weighted, f"_{i}"))
                     parts += [f"ravel({e})" for e in mets]
                 for q in range(len(stats)):
                     parts += [f"astype(r_{i}[2][{q + 1}][{z}], \"float64\") * w_{i}"

@@ -738,6 +738,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
     DETERMINISTIC_CHUNKS = 8
 
     _fixed_sum = staticmethod(fixed_sum)
+    # the weights' streams and names (sample_weights.py), for the pipelined step too
+    _weight_streams = staticmethod(weight_streams)
+    _weight_names = staticmethod(weight_names)
 
     def _deterministic_program(self, P, S, local, chunks, n_ranks, weighted=False, zero=None):
         """The training step of deterministic mode. This locality computes the

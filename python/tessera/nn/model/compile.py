@@ -384,7 +384,7 @@ class CompileMixin:
                 ys = [np.asarray(y)]
             w = parts[2] if len(parts) > 2 else None
             if len(ys) > 1 and per_output_given(w):  # (x, y, [w0, w1, ...]): per output
-                sws = self._per_output_sw(w, ys, len(xs[0]), where)
+                sws = self._per_output_sw(w, ys, len(xs[0]), where, note=False)
                 return xs + ys + ([] if sws is None else sws)
             return xs + ys + ([] if w is None else [np.asarray(w)])
 
@@ -624,12 +624,13 @@ class CompileMixin:
         self.__dict__["_sw_held"] = tuple(sw.shape[1:])
         return sw.astype(self.dtype)
 
-    def _per_output_sw(self, sample_weight, ys, n, where):
+    def _per_output_sw(self, sample_weight, ys, n, where, note=True):
         """sample_weight given per output, as Keras takes it: a list or tuple in the
         outputs' order (a dict-output model's: a dict by its keys), None for an output left
         unweighted. Each array is checked against its own output's loss (as one array is
         against the only output's); the programs get a list of them, an unweighted output's
-        a placeholder of no entries (UNREAD); None when every entry is None."""
+        a placeholder of no entries (UNREAD); None when every entry is None. `note`: keep
+        the shapes given (not for a PyDataset's batch: _dataset_weights keeps them)."""
         names = self._output_names()
         keyed = bool(getattr(self, "_output_keys", None))
         def shape(v):
@@ -677,7 +678,8 @@ class CompileMixin:
             trailing.append(tuple(w.shape[1:]))
         if all(t is None for t in trailing):
             return None  # (Keras: [None, None] is no weights)
-        self._note_sw_shape(trailing)
+        if note:
+            self._note_sw_shape(trailing)
         return out
 
     def _note_sw_shape(self, trailing: tuple):
