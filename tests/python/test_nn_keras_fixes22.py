@@ -269,3 +269,21 @@ def test_metric_subclass_gets_each_outputs_weights_as_given(keras):
     _same_logs(*hist)
     _same_logs(tm.evaluate(x, y, sample_weight=[None, sw[1]], verbose=0, return_dict=True),
                km.evaluate(x, y, sample_weight=[None, sw[1]], verbose=0, return_dict=True))
+
+
+def test_one_output_takes_a_list_of_one_array(keras):
+    """A model of one output given [w] (one array per output) or (w,), as Keras takes it."""
+    def one(lib):
+        inp = lib.Input((4,))
+        m = lib.Model(inp, lib.layers.Dense(2)(inp))
+        m.compile(optimizer=lib.optimizers.SGD(0.1), loss="mse", weighted_metrics=["mae"])
+        return m
+    tm, km = one(tn), one(keras)
+    _same_weights(tm, km)
+    for sw in ([WA], (WA,)):
+        _same_logs(tm.evaluate(X, YA, sample_weight=sw, verbose=0, return_dict=True),
+                   km.evaluate(X, YA, sample_weight=sw, verbose=0, return_dict=True))
+    _same_logs(tm.train_on_batch(X, YA, sample_weight=[WA], return_dict=True),
+               km.train_on_batch(X, YA, sample_weight=[WA], return_dict=True))
+    assert tm.evaluate(X, YA, sample_weight=[WA], verbose=0) != \
+        tm.evaluate(X, YA, verbose=0)  # (the weights count: the test can fail)

@@ -67,6 +67,15 @@ def _broadcasts_to(shape, target) -> bool:
     """Whether a sample shape broadcasts to the output's (NumPy's rules, same rank)."""
     return len(shape) == len(target) and all(a in (1, b) for a, b in zip(shape, target))
 
+def _one_outputs_list(sample_weight, n_out: int):
+    """A model of one output given its weights in a list (or tuple) of one array, as Keras
+    takes them (one per output): that array (or None). A list of numbers stays one array."""
+    if n_out == 1 and isinstance(sample_weight, (list, tuple)) and len(sample_weight) == 1 \
+            and (sample_weight[0] is None or isinstance(sample_weight[0], np.ndarray)):
+        return sample_weight[0]
+    return sample_weight
+
+
 def _refuse_bad_weights(sw, where: str, what: str):
     """Weights must be finite and non-negative: the first that is not, named."""
     bad = ~np.isfinite(sw) | (sw < 0)
@@ -382,7 +391,7 @@ class CompileMixin:
                 ys = self._prepare_y(y, len(xs[0]), where)
             else:
                 ys = [np.asarray(y)]
-            w = parts[2] if len(parts) > 2 else None
+            w = _one_outputs_list(parts[2], len(ys)) if len(parts) > 2 else None
             if len(ys) > 1 and per_output_given(w):  # (x, y, [w0, w1, ...]): per output
                 sws = self._per_output_sw(w, ys, len(xs[0]), where, note=False)
                 return xs + ys + ([] if sws is None else sws)
@@ -596,6 +605,7 @@ class CompileMixin:
         self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
         self.__dict__["_sw_held"] = None
         where = self.__dict__.get("_sw_where") or where  # (train_on_batch runs fit)
+        sample_weight = _one_outputs_list(sample_weight, len(ys))
         if sample_weight is not None and class_weight is not None:
             raise ValueError(f"[{where}] sample_weight and class_weight cannot be given "
                              "together (Keras: \"You cannot `class_weight` and "
