@@ -121,6 +121,28 @@ def test_dict_output_model_takes_a_dict_by_key(keras):
         _eval(tm, [WA, WB], y=y)
 
 
+def test_dict_output_model_with_loss_weights_by_key_fits_as_keras(keras):
+    kw = {"keyed": True, "loss_weights": {"a": 0.5, "b": 3.0},
+          "weighted_metrics": {"a": ["mae"], "b": ["mse"]}}
+    tm, km = _pair(keras, **kw)
+    y = {"a": YA, "b": YB}
+    _same_logs(_eval(tm, {"a": WA, "b": WB}, y=y), _eval(km, {"a": WA, "b": WB}, y=y))
+    _same_logs(*[m.fit(X, y, sample_weight={"a": None, "b": WB}, batch_size=4, epochs=2,
+                       shuffle=False, verbose=0).history for m in (tm, km)])
+    with pytest.raises(ValueError, match="one `sample_weight` array per output"):
+        _eval(km, {"a": WA, "b": WB, "c": WB}, y=y)
+    with pytest.raises(ValueError, match=rf"missing \[\], unknown \['c'\].*{HERE}"):
+        _eval(tm, {"a": WA, "b": WB, "c": WB}, y=y)
+
+
+def test_an_output_without_a_loss_as_keras(keras):
+    """loss=["mse", None]: the second output's weights reach its weighted metrics only, and
+    the logged loss is Keras's for either weights of the first."""
+    tm, km = _pair(keras, loss=["mse", None], weighted_metrics=[[], ["mae"]])
+    for sw in ([WA, WB], [WA, None], [None, WB]):
+        _same_logs(_eval(tm, sw), _eval(km, sw))
+
+
 def test_a_dict_for_a_list_of_outputs_is_refused_as_keras(keras):
     tm, km = _pair(keras)
     for y in ([YA, YB], {"a": YA, "b": YB}):
@@ -192,6 +214,15 @@ def test_temporal_weights_for_one_output_per_sample_for_the_other(keras):
     hist = [m.fit(x, y, sample_weight=[wt, WB], batch_size=4, epochs=2, shuffle=False,
                   verbose=0).history for m in (tm, km)]
     _same_logs(*hist)
+    # the same weights in a Dataset's batches: (x, (ys, yf), (wt, wb))
+    ds = td.Dataset.from_tensor_slices((x, tuple(y), (wt, WB))).batch(4)
+    _same_logs(tm.evaluate(ds, verbose=0, return_dict=True),
+               km.evaluate(x, y, sample_weight=[wt, WB], batch_size=4, verbose=0,
+                           return_dict=True))
+    bad = td.Dataset.from_tensor_slices((x, tuple(y), (WA, WB))).batch(4)
+    with pytest.raises(ValueError, match=r"\[evaluate\] the dataset's sample_weight for output "
+                                         r"'s' \(a batch\) of shape \(4,\) does not broadcast"):
+        tm.evaluate(bad, verbose=0)
     with pytest.raises(ValueError):
         km.evaluate(x, y, sample_weight=[wt, wt], verbose=0)
     with pytest.raises(ValueError, match=r"\[evaluate\] sample_weight\[1\] of shape \(8, 3\) "
