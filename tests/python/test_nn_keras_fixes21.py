@@ -309,13 +309,10 @@ def test_one_weight_array_for_several_outputs_is_one_per_sample(keras):
                                          r"sample_weight array of one weight per sample, "
                                          rf"shape \(6,\) or \(6, 1\).*got \(6, 4\) {HERE}"):
         tm.fit(X, y, sample_weight=np.ones((N, T)), verbose=0)
-    # one array per output: Keras's, not tessera's yet (refused by name, not misread)
-    per_output = [np.ones((N, T)), np.ones((N, T, 1))]
-    km.evaluate(X, y, sample_weight=per_output, verbose=0)
-    with pytest.raises(NotImplementedError, match=r"\[evaluate\] sample_weight as one array "
-                                                  r"per output \(0: \(6, 4\), 1: \(6, 4, 1\)\) "
-                                                  rf"is not supported yet.*{HERE}"):
-        tm.evaluate(X, y, sample_weight=per_output, verbose=0)
+    # one array per output (per step here), as Keras (test_nn_keras_fixes22.py)
+    per_output = [RNG.uniform(0.5, 2.0, (N, T)), RNG.uniform(0.5, 2.0, (N, T, 1))]
+    _same_logs(tm.evaluate(X, y, sample_weight=per_output, verbose=0, return_dict=True),
+               km.evaluate(X, y, sample_weight=per_output, verbose=0, return_dict=True))
 
 
 # --------------------------------------- a Metric subclass given temporal sample weights

@@ -10,6 +10,7 @@ import numpy as np
 from .functional import apply_function
 from .metrics import MeanMetricWrapper
 from .program_constants import compile_program
+from .sample_weights import weights_of_output
 
 __all__ = ["MetricProgramsMixin"]
 
@@ -55,12 +56,13 @@ class MetricProgramsMixin:
         given_sw = sw
         for k, ms in enumerate(self._compiled.metrics):
             flags = self._compiled.weighted[k]
+            own = weights_of_output(given_sw, k)  # (weights given per output: its own)
             if any(flags) and not all(flags):  # plain ones, then weighted ones
                 cut = flags.index(True)
-                for part, part_sw in ((ms[:cut], None), (ms[cut:], given_sw)):
+                for part, part_sw in ((ms[:cut], None), (ms[cut:], own)):
                     out += self._metrics_of_output(k, part, ys, hs, part_sw, counts, ctx)
                 continue
-            sw = given_sw if all(flags) and flags else None  # Keras: metrics= are unweighted
+            sw = own if all(flags) and flags else None  # Keras: metrics= are unweighted
             out += self._metrics_of_output(k, ms, ys, hs, sw, counts, ctx)
         for tracker in self._compiled.output_losses:  # Keras's "<output>_loss"
             k = tracker.k  # (Keras records it before the loss weight)
@@ -127,6 +129,8 @@ class MetricProgramsMixin:
         if stateful is not None and stateful():
             # (Keras gives a Metric subclass the weights as given: (batch, 1) stays so)
             given = self.__dict__.get("_sw_given") if sw is not None else None
+            if isinstance(given, list):  # (weights given per output)
+                given = given[k]
             exprs = m.expressions_for(ys[k], hs[k], sw, ctx, self._label_specs[k],
                                       self._outputs[k].shape[1:], w_shape=given)
         elif isinstance(m, _FunctionMetric) or getattr(m, "checks_shapes", False):

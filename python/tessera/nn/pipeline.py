@@ -695,7 +695,7 @@ class StageStep:
         s, p, m = self.stage, self.p, self.m
         last = s == p - 1
         xs, ys = model._names()
-        streams = xs + ys + (["sw"] if weighted else [])
+        streams = xs + ys + model._weight_streams(weighted)
         P, S = self.P, self.S
         stmts, outs, stats = self.code
         feeds = [f"a{k}" for k in range(len(self.plan.feeds[s]))]
@@ -715,10 +715,10 @@ class StageStep:
         self.keeps = keep
         defs = []
         if last:
-            lstmts, loss = model._loss_text(ys, outs, "sw" if weighted else None,
+            lstmts, loss = model._loss_text(ys, outs, model._weight_names(weighted),
                                             regularized=set(P))
             aux = [f"list({', '.join(outs)})"] + aux_of_stats
-            args = P + S + xs + ys + (["sw"] if weighted else []) + feeds + ["seed", "w"]
+            args = P + S + xs + ys + model._weight_streams(weighted) + feeds + ["seed", "w"]
             body = ",\n  ".join(stmts + lstmts + [f"list(({loss}) * w, "
                                                   f"list({', '.join(aux)}))"])
             defs.append(f"define(stage_loss, {', '.join(args)}, block(\n  {body}))\n")
@@ -861,7 +861,7 @@ class StageStep:
                     cys = [f"{y}_{i}" for y in ys]
                     chs = [f"r_{i}[2][0][{k}]" for k in range(len(model._outputs))]
                     mstmts, mets = model._metric_exprs(cys, chs,
-                                                       f"sw_{i}" if weighted else None)
+                                                       model._weight_names(weighted, f"_{i}"))
                     parts += [f"ravel({e})" for e in mets]
                 for q in range(len(stats)):
                     parts += [f"astype(r_{i}[2][{q + 1}][{z}], \"float64\") * w_{i}"

@@ -20,7 +20,7 @@ from .layers import Context
 from .loss_calls import ranked_labels
 from .metric_programs import MetricProgramsMixin
 from .regularizer_programs import regularizer_text, write_activity_loss
-from .sample_weights import per_entry_shape
+from .sample_weights import per_entry_shape, weight_names, weight_streams, weights_of_output
 from .step_overrides import StepOverridesMixin
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
 from .variables import collecting_program_losses
@@ -305,6 +305,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         the sum ("sum"), or the sum over the weights' sum
         ("mean_with_sample_weight"); unweighted by its loss weight."""
         loss = self._compiled.losses[k]
+        sw = weights_of_output(sw, k)  # (weights given per output: this output's)
         reduction = getattr(loss, "reduction", "sum_over_batch_size")
         spec = self._label_specs[k] if hasattr(self, "_label_specs") else None
         out_shape = self._outputs[k].shape[1:]
@@ -412,7 +413,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             # `seed` (the batch's, last): a keras.random draw in a layer's call
             # with a SeedGenerator gives new numbers at each batch, as Keras's
             stmts, hs, _ = self._forward_code("false", "seed", loss_of=(
-                None if kind == "predict" else (ys, "sw" if weighted else None)))
+                None if kind == "predict" else (ys, weight_names(weighted))))
             head = ", ".join(([args] if args else []) + xs)
             if kind == "predict":
                 result = hs[0] if len(hs) == 1 else f"list({', '.join(hs)})"
@@ -420,12 +421,12 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 text = f"define(predict_fn, {head}, seed, block(\n  {body}))\npredict_fn\n"
             else:
                 weighted = isinstance(kind, tuple) and kind[1]
-                sw = "sw" if weighted else None
+                sw = weight_names(weighted)
                 lstmts, loss = self._loss_text(ys, hs, sw)
                 logs = self._step_log_sums(None)  # a traced test_step's logs
                 mstmts, mets = logs if logs is not None else self._metric_exprs(ys, hs, sw)
                 body = ",\n  ".join(stmts + lstmts + mstmts + [f"list({loss}, list({', '.join(mets)}))"])
-                extra = ", sw" if weighted else ""
+                extra = "".join(", " + s for s in weight_streams(weighted))
                 text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, seed, block(\n  {body}))\n"
                         "eval_fn\n")
             prog = compile_program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
@@ -516,7 +517,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         xs, ys = self._names()
         marks = {}
         stmts, hs, stats = self._forward_code("true", "seed", buckets, gather=gather, marks=marks,
-                                              loss_of=(ys, "sw" if sample_weighted else None))
+                                              loss_of=(ys, weight_names(sample_weighted)))
         split = weighted or buckets is not None or gather is not None or \
             self.__dict__.get("_split_batch")
         if split and self.__dict__.get("_added_losses"):
@@ -528,7 +529,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                              "part of the batch would add its own term, weighted by its share; "
                              "train in one process without deterministic=True, or write the "
                              "term as a loss or a regularizer")
-        lstmts, loss = self._loss_text(ys, hs, "sw" if sample_weighted else None, marks=marks)
+        lstmts, loss = self._loss_text(ys, hs, weight_names(sample_weighted), marks=marks)
         # the outputs' masks follow the outputs (for the metrics, _aux_masks)
         masks = [m for m in (self._out_masks or []) if m is not None]
         # a traced train_step's log sums follow them (_train_program)
@@ -537,7 +538,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         held = P if gather is None else \
             gather.shards + (gather.twins if gather.local_grads else []) \
             if gather.stage == 3 else gather.shards + [gather.whole_name(v) for v in P]
-        args = ", ".join(held + S + xs + ys + (["sw"] if sample_weighted else []))
+        args = ", ".join(held + S + xs + ys + weight_streams(sample_weighted))
         scale, w = (" * w", ", w") if weighted else ("", "")
         if buckets is not None or gather is not None:
             w += ", dgroup"  # the data group the buckets are summed over
@@ -663,7 +664,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             if zero.stage == 2:  # this member's slices of the whole weights
                 first = zero.slice_lines({v: v for v in P}, zero.shards)
         xs, ys = self._names()
-        data = ", ".join(xs + ys + (["sw"] if weighted else []))
+        data = ", ".join(xs + ys + weight_streams(weighted))
         extra = (", weight" if weighted_loss else "") + \
             (", dgroup" if overlap or gather is not None else "")
         computed = self.__dict__.pop("_step_grads", None)  # a train_step's own gradients
@@ -715,7 +716,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         if logs is not None:  # a traced train_step's logs, from what the aux value carries
             mstmts, mets = logs
         else:
-            mstmts, mets = self._metric_exprs(ys, hs, "sw" if weighted else None)
+            mstmts, mets = self._metric_exprs(ys, hs, weight_names(weighted))
         lines += mstmts
         mets = [across(e, weighted_=False) for e in mets]
         loss_value = across("r_value", weighted_=not weighted_loss)  # weighted already
@@ -737,6 +738,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
     DETERMINISTIC_CHUNKS = 8
 
     _fixed_sum = staticmethod(fixed_sum)
+    # the weights' streams and names (sample_weights.py), for the pipelined step too
+    _weight_streams = staticmethod(weight_streams)
+    _weight_names = staticmethod(weight_names)
 
     def _deterministic_program(self, P, S, local, chunks, n_ranks, weighted=False, zero=None):
         """The training step of deterministic mode. This locality computes the
@@ -772,7 +776,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             loss_fn, stats = self._loss_fn(P, S, weighted=True, sample_weighted=weighted)
         args, grads, upd, nums = self._update_setup(P, S)
         xs, ys = self._names()
-        streams = xs + ys + (["sw"] if weighted else [])
+        streams = xs + ys + weight_streams(weighted)
         weights = self._weight_stand_ins()  # the shapes only
         size = {v: int(np.prod(weights[v].shape)) for v in P}
         n_sums = sum(math.prod(s) for s in self._metric_sizes())
@@ -807,7 +811,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             cys = [f"{y}_{j}" for y in ys]
             chs = [f"r_{j}[2][0][{k}]" for k in range(len(self._outputs))]
             self._aux_masks(f"r_{j}[2][0]")
-            mstmts, mets = self._metric_exprs(cys, chs, f"sw_{j}" if weighted else None)
+            mstmts, mets = self._metric_exprs(cys, chs, weight_names(weighted, f"_{j}"))
             aux += [f"ravel({e})" for e in mets]
             for s_i, (bn, _) in enumerate(stats):
                 aux += [f"astype(r_{j}[2][{s_i + 1}][{m}], \"float64\") * w_{j}" for m in (0, 1)]

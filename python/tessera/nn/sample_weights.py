@@ -10,7 +10,12 @@ import numpy as np
 from .symbolic import user_location
 
 __all__ = ["squeeze_or_expand_shapes", "same_rank", "weights_fit_loss", "per_entry_shape",
-           "check_fit_weights", "class_weights_of"]
+           "check_fit_weights", "class_weights_of", "per_output_given", "weight_streams",
+           "weight_names", "weights_of_output", "weight_flags", "weight_arrays", "UNREAD"]
+
+# The placeholder of an output given no weights (None) when the others are given per output:
+# rows of no entries, a stream the programs carry and do not read (weight_names).
+UNREAD = (0,)
 
 
 def squeeze_or_expand_shapes(values: tuple, weights: tuple):
@@ -77,7 +82,7 @@ def check_fit_weights(sw: np.ndarray, n: int, outputs: list, where: str,
     outputs: (k, loss, per-entry shape) of each output with a loss; what: the weights'
     name in messages."""
     if sw.ndim == 0 or sw.shape[0] != n:
-        raise ValueError(f"[{where}] sample_weight must have one weight per sample, shape "
+        raise ValueError(f"[{where}] {what} must have one weight per sample, shape "
                          f"({n},) (or one per entry of the loss), got {sw.shape} "
                          f"(at {user_location()})")
     if len(outputs) > 1 and not (sw.ndim == 1 or sw.shape == (n, 1)):
@@ -97,8 +102,8 @@ def check_fit_weights(sw: np.ndarray, n: int, outputs: list, where: str,
         raise ValueError(f"[{where}] {what} of shape {sw.shape} does not broadcast to the "
                          f"losses: output {k}'s {_loss_name(loss)} has values of shape {per}; "
                          f"{hint} (at {user_location()})")
-    if len(outputs) != 1:
-        return sw.reshape(n) if sw.ndim == 2 else sw
+    if len(outputs) != 1:  # (several: (n,) or (n, 1); none: as given)
+        return sw.reshape(n) if sw.shape[1:] == (1,) else sw
     per = outputs[0][2]
     _, w = squeeze_or_expand_shapes(per, sw.shape) if per else ((), sw.shape)
     if all(d == 1 for d in w[1:]):
@@ -125,3 +130,50 @@ def class_weights_of(y: np.ndarray, class_weight: dict, where: str) -> np.ndarra
     cls = np.round(cls).astype(np.int64)
     table = {int(k): float(v) for k, v in class_weight.items()}
     return np.array([table.get(int(c), 1.0) for c in cls], dtype=np.float64)
+
+
+def per_output_given(sample_weight) -> bool:
+    """Is `sample_weight` given per output, as Keras's flattened structure of y: a dict, or
+    a list/tuple whose entries are None or arrays (a list of numbers is one array)?"""
+    if isinstance(sample_weight, dict):
+        return True
+    return isinstance(sample_weight, (list, tuple)) and len(sample_weight) > 0 and \
+        all(v is None or np.ndim(v) >= 1 for v in sample_weight)
+
+
+def weight_flags(sw):
+    """The programs' kind of weights of what _prepare_sw returns: False (none), True (one
+    array for every output) or a tuple of flags per output (does output k read its own)."""
+    if sw is None:
+        return False
+    if isinstance(sw, list):
+        return tuple(tuple(a.shape[1:]) != UNREAD for a in sw)
+    return True
+
+
+def weight_arrays(sw) -> list:
+    """The weights' data streams' arrays (one, one per output, or none)."""
+    return [] if sw is None else list(sw) if isinstance(sw, list) else [sw]
+
+
+def weight_streams(weighted) -> list:
+    """The names of the programs' weight streams: none, "sw" (one array for every output)
+    or one per output ("swo0", "swo1", ...; an unweighted output's is carried unread)."""
+    if weighted is False or weighted is None:
+        return []
+    return ["sw"] if weighted is True else [f"swo{k}" for k in range(len(weighted))]
+
+
+def weight_names(weighted, suffix: str = ""):
+    """The weights the losses and weighted metrics read: None, "sw" (every output's), or a
+    list of each output's (None: that output unweighted, as Keras's None in the list);
+    `suffix` ends each name (a chunk's or micro-batch's streams: "_3")."""
+    if weighted is False or weighted is None:
+        return None
+    return "sw" + suffix if weighted is True else \
+        [f"swo{k}{suffix}" if f else None for k, f in enumerate(weighted)]
+
+
+def weights_of_output(sw, k: int):
+    """Output k's weights' name from weight_names' value."""
+    return sw[k] if isinstance(sw, list) else sw

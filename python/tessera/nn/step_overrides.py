@@ -280,6 +280,7 @@ def step_roots(model, which: str, weighted: bool):
             roots += [t for t in (y, p, w) if t is not None]
         return trace, roots
     if overrides_compute_loss(model):
+        refuse_per_output_weights(model, weighted, "compute_loss")
         return None, [trace_compute_loss(model, weighted, which == "train")[0]]
     return None, []
 
@@ -811,11 +812,22 @@ def step_trace_for(model, which: str, weighted: bool):
     """The traced override of fit's ("train") or evaluate's ("evaluate")
     step, or None when the model has none."""
     hook = "train_step" if which == "train" else "test_step"
-    if overridden_step(model, hook):
-        return trace_step(model, hook, weighted)
-    if overridden_step(model, "compute_metrics"):
-        return trace_step(model, f"compute_metrics:{which}", weighted)
+    for name in (hook, "compute_metrics"):
+        if overridden_step(model, name):
+            refuse_per_output_weights(model, weighted, name)
+            return trace_step(model, hook if name == hook else f"compute_metrics:{which}",
+                              weighted)
     return None
+
+
+def refuse_per_output_weights(model, weighted, hook: str):
+    """sample_weight given per output (weighted: a tuple of flags) with an override that
+    would get them (data's (x, y, [w0, w1, ...])): not supported yet."""
+    if isinstance(weighted, tuple):
+        raise NotImplementedError(
+            f"[{hook}] {type(model).__name__} overrides {hook}, which does not take "
+            f"sample_weight given per output yet (one array per output); give one array for "
+            f"every output, or none (at {user_location()})")
 
 
 def refuse_step_split(model, how: str):
@@ -844,7 +856,8 @@ class StepOverridesMixin:
         (this module); _loss_text and the programs take them."""
         which = "train" if training == "true" else "evaluate"
         self.__dict__.pop("_step_grads", None)
-        trace = step_trace_for(self, which, sw is not None)
+        weighted = tuple(w is not None for w in sw) if isinstance(sw, list) else sw is not None
+        trace = step_trace_for(self, which, weighted)
         if trace is not None:
             phs, sw_ph = trace.placeholders
             writer.names.update({t.id: e for t, e in zip(phs, ys)})
@@ -862,6 +875,7 @@ class StepOverridesMixin:
             return
         if not overrides_compute_loss(self):
             return
+        refuse_per_output_weights(self, weighted, "compute_loss")
         loss, phs, sw_ph = trace_compute_loss(self, sw is not None,
                                                              training == "true")
         writer.names.update({t.id: e for t, e in zip(phs, ys)})
@@ -880,7 +894,8 @@ class StepOverridesMixin:
             refuse_split(self, how)
             refuse_step_split(self, how)
             return
-        weighted = isinstance(kind, tuple) and bool(kind[1])
+        weighted = isinstance(kind, tuple) and (kind[1] if isinstance(kind[1], tuple)
+                                                else bool(kind[1]))
         self.__dict__.pop("_step_frozen", None)
         new = step_layers(self, which, weighted)
         if new:

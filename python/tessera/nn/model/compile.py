@@ -15,7 +15,8 @@ from ..keras_objects import deserialize_keras_object, serialize_keras_object
 from ..metric_programs import _function_metric
 from ..optimizer_variables import attach_model
 from ..registry import is_model
-from ..sample_weights import check_fit_weights, class_weights_of, per_entry_shape
+from ..sample_weights import (UNREAD, check_fit_weights, class_weights_of, per_entry_shape,
+                              per_output_given)
 from ..step_overrides import (compiled_loss_tensor, compiled_loss_value, overridden_step,
                               overrides_compute_loss, refuse_unshaped_step_data, symbolic_args)
 from ..string_inputs import apply_fronts, apply_group_fronts
@@ -65,6 +66,25 @@ def _same_rank_labels(a, out_shape):
 def _broadcasts_to(shape, target) -> bool:
     """Whether a sample shape broadcasts to the output's (NumPy's rules, same rank)."""
     return len(shape) == len(target) and all(a in (1, b) for a, b in zip(shape, target))
+
+def _one_outputs_list(sample_weight, n_out: int):
+    """A model of one output given its weights in a list (or tuple) of one array, as Keras
+    takes them (one per output): that array (or None). A list of numbers stays one array."""
+    if n_out == 1 and isinstance(sample_weight, (list, tuple)) and len(sample_weight) == 1 \
+            and (sample_weight[0] is None or isinstance(sample_weight[0], np.ndarray)):
+        return sample_weight[0]
+    return sample_weight
+
+
+def _refuse_bad_weights(sw, where: str, what: str):
+    """Weights must be finite and non-negative: the first that is not, named."""
+    bad = ~np.isfinite(sw) | (sw < 0)
+    if bad.any():
+        i = tuple(int(j) for j in np.argwhere(bad)[0])
+        at = i[0] if len(i) == 1 else i
+        raise ValueError(f"[{where}] {what}[{at}] is {sw[i]}: weights must be finite and "
+                         f"non-negative (at {user_location()})")
+
 
 class CompileMixin:
     """Model.compile and the checks of what fit, evaluate and predict receive
@@ -371,7 +391,11 @@ class CompileMixin:
                 ys = self._prepare_y(y, len(xs[0]), where)
             else:
                 ys = [np.asarray(y)]
-            return xs + ys + [np.asarray(w) for w in parts[2:3] if w is not None]
+            w = _one_outputs_list(parts[2], len(ys)) if len(parts) > 2 else None
+            if len(ys) > 1 and per_output_given(w):  # (x, y, [w0, w1, ...]): per output
+                sws = self._per_output_sw(w, ys, len(xs[0]), where, note=False)
+                return xs + ys + ([] if sws is None else sws)
+            return xs + ys + ([] if w is None else [np.asarray(w)])
 
         return form
 
@@ -581,6 +605,7 @@ class CompileMixin:
         self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
         self.__dict__["_sw_held"] = None
         where = self.__dict__.get("_sw_where") or where  # (train_on_batch runs fit)
+        sample_weight = _one_outputs_list(sample_weight, len(ys))
         if sample_weight is not None and class_weight is not None:
             raise ValueError(f"[{where}] sample_weight and class_weight cannot be given "
                              "together (Keras: \"You cannot `class_weight` and "
@@ -588,19 +613,14 @@ class CompileMixin:
                              f"weights into sample_weight (at {user_location()})")
         if sample_weight is None and class_weight is None:
             return None
-        if len(ys) > 1 and (isinstance(sample_weight, dict) or (
-                isinstance(sample_weight, (list, tuple)) and len(sample_weight) == len(ys)
-                and all(np.ndim(v) >= 1 for v in sample_weight))):
-            parts = sample_weight.items() if isinstance(sample_weight, dict) else \
-                enumerate(sample_weight)
-            shapes = ", ".join(f"{k!r}: {np.shape(v)}" for k, v in parts)
-            raise NotImplementedError(
-                f"[{where}] sample_weight as one array per output ({shapes}) is not supported "
-                "yet: give one array of one weight per sample for every output, or weigh the "
-                f"outputs' losses in a compute_loss override (at {user_location()})")
+        if len(ys) > 1 and class_weight is None and per_output_given(sample_weight):
+            return self._per_output_sw(sample_weight, ys, n, where)
         if class_weight is not None:
             if len(ys) != 1:
-                raise ValueError(f"[{where}] class_weight works with one output only "
+                raise ValueError(f"[{where}] class_weight works with one output only, as "
+                                 f"Keras (\"`class_weight` is only supported for Models with "
+                                 f"a single output.\"), and the model has {len(ys)}; weigh "
+                                 f"each output's samples with sample_weight=[w0, w1, ...] "
                                  f"(at {user_location()})")
             sw = class_weights_of(ys[0], class_weight, where)
         else:
@@ -609,15 +629,68 @@ class CompileMixin:
         sw = check_fit_weights(sw, n, self._weighted_outputs(ys, n), where,
                                "sample_weight" if class_weight is None else
                                "class_weight's weights")
-        bad = ~np.isfinite(sw) | (sw < 0)
-        if bad.any():
-            i = tuple(int(j) for j in np.argwhere(bad)[0])
-            at = i[0] if len(i) == 1 else i
-            raise ValueError(f"[{where}] sample_weight[{at}] is {sw[i]}: weights must be "
-                             "finite and non-negative")
+        _refuse_bad_weights(sw, where, "sample_weight")
         self._note_sw_shape(tuple(given[1:]))
         self.__dict__["_sw_held"] = tuple(sw.shape[1:])
         return sw.astype(self.dtype)
+
+    def _per_output_sw(self, sample_weight, ys, n, where, note=True):
+        """sample_weight given per output, as Keras takes it: a list or tuple in the
+        outputs' order (a dict-output model's: a dict by its keys), None for an output left
+        unweighted. Each array is checked against its own output's loss (as one array is
+        against the only output's); the programs get a list of them, an unweighted output's
+        a placeholder of no entries (UNREAD); None when every entry is None. `note`: keep
+        the shapes given (not for a PyDataset's batch: _dataset_weights keeps them)."""
+        names = self._output_names()
+        keyed = bool(getattr(self, "_output_keys", None))
+        def shape(v):
+            return None if v is None else np.shape(v)
+        got = ("{" + ", ".join(f"{k!r}: {shape(v)}" for k, v in sample_weight.items()) + "}"
+               if isinstance(sample_weight, dict) else
+               "[" + ", ".join(str(shape(v)) for v in sample_weight) + "]")
+        kind = type(sample_weight).__name__
+        same = "You should provide one `sample_weight` array per output in `y`"
+        if isinstance(sample_weight, dict) != keyed:
+            want = (f"a dict by the outputs' keys {names}" if keyed else
+                    f"a list in the outputs' order {names}")
+            raise ValueError(f"[{where}] sample_weight is a {kind} ({got}) but the model's "
+                             f"outputs are {'a dict' if keyed else 'a list'}: give {want} (or "
+                             f"one array for every output), as Keras (\"{same}\") "
+                             f"(at {user_location()})")
+        if keyed:
+            if set(sample_weight) != set(names):
+                missing = [k for k in names if k not in sample_weight]
+                extra = sorted(str(k) for k in sample_weight if k not in names)
+                raise ValueError(f"[{where}] sample_weight is a dict ({got}) but the model's "
+                                 f"outputs are {names}: missing {missing}, unknown {extra}; "
+                                 f"give one entry per output (None: unweighted), as Keras "
+                                 f"(\"{same}\") (at {user_location()})")
+            given = [sample_weight[k] for k in names]
+        else:
+            given = list(sample_weight)
+            if len(given) != len(ys):
+                raise ValueError(f"[{where}] the model has {len(ys)} outputs {names}, got "
+                                 f"{len(given)} sample_weight arrays (a {kind} of shapes "
+                                 f"{got}): give one per output (None: that output "
+                                 f"unweighted), as Keras (\"{same}\") (at {user_location()})")
+        losses = {k: (k, loss, per) for k, loss, per in self._weighted_outputs(ys, n)}
+        out, trailing = [], []
+        for k, w in enumerate(given):
+            what = f"sample_weight[{names[k]!r}]" if keyed else f"sample_weight[{k}]"
+            if w is None:
+                out.append(np.zeros((n,) + UNREAD, dtype=self.dtype))
+                trailing.append(None)
+                continue
+            w = np.asarray(w, dtype=np.float64)
+            held = check_fit_weights(w, n, [losses[k]] if k in losses else [], where, what)
+            _refuse_bad_weights(held, where, what)
+            out.append(held.astype(self.dtype))
+            trailing.append(tuple(w.shape[1:]))
+        if all(t is None for t in trailing):
+            return None  # (Keras: [None, None] is no weights)
+        if note:
+            self._note_sw_shape(trailing)
+        return out
 
     def _note_sw_shape(self, trailing: tuple):
         """The weights' shape as given but the batch axis: a Metric subclass's
@@ -626,8 +699,9 @@ class CompileMixin:
         c = self._compiled
         stateful = c is not None and any(getattr(m, "_stateful", lambda: False)()
                                          for ms in c.metrics for m in ms)
-        self.__dict__["_sw_given"] = trailing
-        self.__dict__["_sw_key"] = trailing if stateful else None
+        self.__dict__["_sw_given"] = trailing  # (a list: each output's, weights per output)
+        key = tuple(trailing) if isinstance(trailing, list) else trailing
+        self.__dict__["_sw_key"] = key if stateful else None
 
     def _label_specs_from(self, ys):
         self._compiled_for_outputs()
@@ -675,36 +749,56 @@ class CompileMixin:
 
     def _dataset_weights(self, ds, where: str):
         """A Dataset's (or PyDataset's) sample weights checked by their shape as arrays'
-        are (_prepare_sw), their batches brought to the programs' form."""
+        are (_prepare_sw), their batches brought to the programs' form: (the dataset,
+        the programs' kind of weights: sample_weights.weight_flags). Weights per output
+        (a model of several outputs whose elements end with one array per output; an
+        unweighted output's of no entries, UNREAD) are checked each against its output."""
         n_in, n_out = len(self._inputs), len(self._outputs)
         spec = ds.element_spec
         self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
         self.__dict__["_sw_held"] = None
-        if len(spec) != n_in + n_out + 1:
-            return ds
+        per_output = n_out > 1 and len(spec) == n_in + 2 * n_out
+        if len(spec) != n_in + n_out + 1 and not per_output:
+            return ds, False
         rows = ds.batch_size or 1
         ys = [np.zeros((1,) + tuple(s.shape), s.dtype) for s in spec[n_in:n_in + n_out]]
-        given = tuple(spec[-1].shape)
-        held = check_fit_weights(np.ones((rows,) + given), rows,
-                                 self._weighted_outputs(ys, rows), where,
-                                 "the dataset's sample_weight (a batch)").shape[1:]
-        self._note_sw_shape(given)
-        self.__dict__["_sw_held"] = held
-        if held == given:
-            return ds
+        outputs = self._weighted_outputs(ys, rows)
+        if not per_output:
+            given = tuple(spec[-1].shape)
+            held = check_fit_weights(np.ones((rows,) + given), rows, outputs, where,
+                                     "the dataset's sample_weight (a batch)").shape[1:]
+            self._note_sw_shape(given)
+            self.__dict__["_sw_held"] = held
+            helds, givens = [held], [given]
+        else:
+            losses = {k: (k, loss, per) for k, loss, per in outputs}
+            names = self._output_names()
+            givens = [tuple(s.shape) for s in spec[n_in + n_out:]]
+            helds = [g if g == UNREAD else check_fit_weights(
+                np.ones((rows,) + g), rows, [losses[k]] if k in losses else [], where,
+                f"the dataset's sample_weight for output {names[k]!r} (a batch)").shape[1:]
+                for k, g in enumerate(givens)]
+            self._note_sw_shape([None if g == UNREAD else g for g in givens])
+        weighted = True if not per_output else tuple(g != UNREAD for g in givens)
+        if helds == givens:
+            return ds, weighted
+        first = len(spec) - len(helds)
 
         def reshaped(*arrays):
-            w = np.asarray(arrays[-1])
-            return tuple(arrays[:-1]) + (w.reshape((len(w),) + held),)
-        return _map_batches(ds, reshaped)
+            ws = [np.asarray(w) for w in arrays[first:]]
+            return tuple(arrays[:first]) + tuple(w.reshape((len(w),) + h)
+                                                 for w, h in zip(ws, helds))
+        return _map_batches(ds, reshaped), weighted
 
     def _dataset_parts(self, ds, where: str):
         """The number of components of a Dataset's elements, checked against
         the model (inputs, labels, optional sample weights)."""
         n_in, n_out = len(self._inputs), len(self._outputs)
         spec = ds.element_spec
-        if len(spec) not in (n_in, n_in + n_out, n_in + n_out + 1):
+        if len(spec) not in (n_in, n_in + n_out, n_in + n_out + 1) and \
+                not (n_out > 1 and len(spec) == n_in + 2 * n_out):
+            per = f" (or {n_out}, one per output)" if n_out > 1 else ""
             raise ValueError(f"[{where}] the dataset's elements have {len(spec)} components; the "
                              f"model takes {n_in} input(s), then {n_out} label array(s), then "
-                             "optional sample weights")
+                             f"optional sample weights: one array{per}")
         return len(spec)

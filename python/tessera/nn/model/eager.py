@@ -35,6 +35,7 @@ from ..given_batches import GivenBatches
 from ..predict_step import trace_predict_step
 from ..program_constants import PROGRAM_CACHE, compile_program
 from ..random import program_seed
+from ..sample_weights import UNREAD, weight_arrays, weight_flags
 from ..step_overrides import _ACTIVE, overridden_step, overrides_compute_loss, step_trace_for
 from ..symbolic import EAGER_VALUES, STEP_SEED, GraphWriter, KerasTensor, user_location
 from ..tape_steps import _Writer
@@ -197,12 +198,12 @@ def _batches(model, x, y, sample_weight, class_weight, batch_size, shuffle, seed
             shapes = [tuple(s.shape) for s in spec[:n_in]]
             model.build(shapes if len(shapes) > 1 else shapes[0])
         model._specialize([tuple(s.shape) for s in spec[:len(model._inputs)]], where, 0)
-        ds = model._dataset_weights(model._dataset_with_padded_labels(x), where)
+        ds, weighted = model._dataset_weights(model._dataset_with_padded_labels(x), where)
         spec = ds.element_spec
         n_in, n_out = len(model._inputs), len(model._outputs)
         model._label_specs_from([np.zeros((0,) + tuple(s.shape), s.dtype)
                                  for s in spec[n_in:n_in + n_out]])
-        return ds, len(spec) == n_in + n_out + 1, None, ds.batch_size
+        return ds, weighted, None, ds.batch_size
     batch_size = 32 if batch_size is None else batch_size
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
         raise ValueError(f"[{where}] batch_size must be a positive int, got {batch_size!r}")
@@ -221,21 +222,26 @@ def _batches(model, x, y, sample_weight, class_weight, batch_size, shuffle, seed
                              "leaves no training or no validation samples")
         validation = ([a[cut:] for a in xs] if len(xs) > 1 else xs[0][cut:],
                       [a[cut:] for a in ys] if len(ys) > 1 else ys[0][cut:],
-                      None if sw is None else sw[cut:])
+                      None if sw is None else
+                      [None if a.shape[1:] == UNREAD else a[cut:] for a in sw]
+                      if isinstance(sw, list) else sw[cut:])
         xs, ys = [a[:cut] for a in xs], [a[:cut] for a in ys]
-        sw = None if sw is None else sw[:cut]
+        sw = None if sw is None else [a[:cut] for a in sw] if isinstance(sw, list) else \
+            sw[:cut]
     if not len(xs[0]):
         raise ValueError(f"[{where}] x is empty")
     model._label_specs_from(ys)
-    ds = _data.Dataset.from_tensor_slices(tuple(xs + ys + ([sw] if sw is not None else [])))
+    ds = _data.Dataset.from_tensor_slices(tuple(xs + ys + weight_arrays(sw)))
     if shuffle:
         ds = ds.shuffle(seed=seed)
-    return ds.batch(batch_size), sw is not None, validation, batch_size
+    return ds.batch(batch_size), weight_flags(sw), validation, batch_size
 
 
 def _split(model, arrays, weighted):
     n_in, n_out = len(model._inputs), len(model._outputs)
     xs, ys = arrays[:n_in], arrays[n_in:n_in + n_out]
+    if isinstance(weighted, tuple):  # (one per output)
+        return xs, ys, list(arrays[n_in + n_out:])
     return xs, ys, (arrays[n_in + n_out] if weighted else None)
 
 

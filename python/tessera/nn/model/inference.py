@@ -17,6 +17,7 @@ from ..registry import INTERNAL_MODEL_NAME, model_class
 from ..string_inputs import apply_fronts
 from ..symbolic import KerasTensor, user_location
 from ..varlen import keeps_graph
+from ..sample_weights import per_output_given, weight_arrays, weight_flags
 from ..step_overrides import step_trace_for
 from ..predict_step import (concatenate_outputs, overrides_predict_step, predict_batch_logs,
                             trace_predict_step)
@@ -104,14 +105,13 @@ class InferenceMixin:
                              "evaluate", verbose)
             ds = self._dataset_with_padded_labels(ds)
             n_parts = self._dataset_parts(ds, "evaluate")
-            ds = self._dataset_weights(ds, "evaluate")
+            ds, weighted = self._dataset_weights(ds, "evaluate")
             n_in = len(self._inputs)
             if n_parts == n_in:
                 raise ValueError("[evaluate] the dataset has no labels")
             spec = ds.element_spec
             self._label_specs_from([np.zeros((0,) + tuple(s.shape), s.dtype)
                                     for s in spec[n_in:n_in + len(self._outputs)]])
-            weighted = n_parts == n_in + len(self._outputs) + 1
             batches = (b.arrays for b in ds.epoch_batches(0))
         else:
             xs = self._prepare_x(x, "evaluate")
@@ -122,8 +122,8 @@ class InferenceMixin:
             ys = self._prepare_y(y, len(xs[0]), "evaluate")
             sw = self._prepare_sw(sample_weight, None, ys, len(xs[0]), "evaluate")
             self._label_specs_from(ys)
-            weighted = sw is not None
-            data = tuple(xs + ys + ([sw] if weighted else []))
+            weighted = weight_flags(sw)
+            data = tuple(xs + ys + weight_arrays(sw))
             bs = _rows_per_batch(batch_size, "evaluate")
             batches = (tuple(a[i:i + bs] for a in data) for i in range(0, len(xs[0]), bs))
         cbs = _cbs if _cbs is not None else self._inference_callbacks(callbacks, verbose, steps,
@@ -513,7 +513,8 @@ class InferenceMixin:
         multiplies every value by it, as one weight per sample would, except where the
         weights themselves are read: "mean_with_sample_weight" divides by the scalar,
         and a Metric subclass gets it as given (refused there)."""
-        if sample_weight is None or np.ndim(sample_weight) > 1 or \
+        if sample_weight is None or per_output_given(sample_weight) or \
+                np.ndim(sample_weight) > 1 or \
                 np.size(sample_weight) != 1 or (n == 1 and np.ndim(sample_weight) == 1):
             return sample_weight
         c = self._compiled

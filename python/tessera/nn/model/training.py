@@ -23,6 +23,7 @@ from ..callbacks import History, ModelCheckpoint
 from ..checkpoints import CheckpointDir
 from ..given_batches import GivenBatches
 from ..training_state import apply_training_state, load_training_state
+from ..sample_weights import weight_arrays, weight_flags
 from ..step_overrides import refuse_split, step_trace_for
 from ..tape_steps import fit_tape_steps, trains_on_own_data, uses_tape_steps
 from ..random import default_seed, program_seed
@@ -173,7 +174,7 @@ class TrainingMixin:
                              "fit", verbose)
             ds = self._dataset_with_padded_labels(ds)
             n_parts = self._dataset_parts(ds, "fit")
-            ds = self._dataset_weights(ds, "fit")
+            ds, weighted = self._dataset_weights(ds, "fit")
             spec = ds.element_spec
             n_in, n_out = len(self._inputs), len(self._outputs)
             if n_parts == n_in:
@@ -181,7 +182,6 @@ class TrainingMixin:
                                  "or (x, y, sample_weight)")
             self._label_specs_from([np.zeros((0,) + tuple(s.shape), s.dtype)
                                     for s in spec[n_in:n_in + n_out]])
-            weighted = len(spec) == n_in + n_out + 1
             if check_inputs:
                 self._validate_dataset(ds, n_in, n_out)
             batch_size = ds.batch_size
@@ -210,15 +210,18 @@ class TrainingMixin:
                 validation_data = ([a[cut:] for a in xs] if len(xs) > 1 else xs[0][cut:],
                                    [a[cut:] for a in ys] if len(ys) > 1 else ys[0][cut:],
                                    None if sw is None else
+                                   [None if g is None else a[cut:].reshape((-1,) + g)
+                                    for a, g in zip(sw, given)] if isinstance(sw, list) else
                                    sw[cut:].reshape((-1,) + tuple(given or ())))
                 xs, ys = [a[:cut] for a in xs], [a[:cut] for a in ys]
-                sw = None if sw is None else sw[:cut]
+                sw = None if sw is None else [a[:cut] for a in sw] if isinstance(sw, list) \
+                    else sw[:cut]
                 n = cut
             if n == 0:
                 raise ValueError("[fit] x is empty")
             self._label_specs_from(ys)
-            weighted = sw is not None
-            arrays = tuple(xs + ys + ([sw] if weighted else []))
+            weighted = weight_flags(sw)
+            arrays = tuple(xs + ys + weight_arrays(sw))
             ds = _data.Dataset.from_tensor_slices(arrays)
             if shuffle:
                 ds = ds.shuffle(seed=seed)
