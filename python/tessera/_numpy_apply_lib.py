@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+import tessera
+
 # ---------------------------------------------------------------- functions over arrays
 
 
@@ -283,7 +285,7 @@ def _math_isclose(a, b, *, rel_tol=1e-09, abs_tol=0.0):
 def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
     """np.lib.stride_tricks.sliding_window_view: every window of ``window_shape``
     along ``axis`` (all axes when None), the window axes last. NumPy gives a
-    read-only view; this is a copy of it (reading is the same; writeable=True,
+    read-only view, and so is this one (window_view: no copy; writeable=True,
     writing through the windows, is refused)."""
     if writeable:
         raise NotImplementedError("[sliding_window_view] writeable=True (writing through "
@@ -316,8 +318,7 @@ def sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=Fa
         n = out.shape[ax]
         if w > n:
             raise ValueError("window shape cannot be larger than input array shape")
-        idx = np.arange(n - w + 1)[:, None] + np.arange(w)[None, :]
-        out = np.moveaxis(np.take(out, idx, axis=ax), ax + 1, -1)
+        out = tessera.window_view(out, ax, w)
     return out
 
 

@@ -511,6 +511,71 @@ Value broadcast_to(Args& a) {
   return Array::view(x, shape, strides, x.offset(), /*readonly=*/true);
 }
 
+// window_view(x, axis, w): every window of w consecutive elements along
+// `axis`, the window's axis appended last (one axis of NumPy's
+// sliding_window_view): a read-only view, x's stride along `axis` repeated.
+Value window_view(Args& a) {
+  Array x = a.view(0);
+  const int axis = normalize_axis(a.integer(1), x.ndim(), a.op());
+  const int64_t w = a.integer(2);
+  if (w < 0) a.value_error(2, error_message("(the window) cannot be negative, got ", w));
+  if (w > x.dim(axis)) {
+    throw std::invalid_argument(error_message(
+        "[", a.op(), "] window shape cannot be larger than input array shape: a window of ", w,
+        " along axis ", axis, " of length ", x.dim(axis)));
+  }
+  Shape shape = x.shape();
+  std::vector<int64_t> strides = x.strides();
+  shape[axis] -= w - 1;
+  shape.push_back(w);
+  strides.push_back(strides[axis]);
+  return Array::view(x, shape, strides, x.offset(), /*readonly=*/true);
+}
+
+// The cotangent of x in window_view(x, axis, w): each window's g added back
+// at the elements it covered (windows overlap: x[i + j] gets g[i, j] for all i, j).
+Value window_view_grad(Args& a) {
+  Array g = a.view(0);
+  const Shape xs = a.view(1).shape();
+  const int nd = static_cast<int>(xs.size());
+  const int axis = normalize_axis(a.integer(2), nd, a.op());
+  const int64_t w = a.integer(3);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= xs[d];
+  for (int d = axis + 1; d < nd; ++d) inner *= xs[d];
+  const int64_t n = xs[axis], m = n - w + 1;
+  Shape gs = xs;
+  gs[axis] = m;
+  gs.push_back(w);
+  if (m < 0 || g.shape() != gs) {
+    throw std::invalid_argument(error_message("[", a.op(), "] g of shape ", shape_str(g.shape()),
+                                              " is not the windows' shape ", shape_str(gs)));
+  }
+  const DType dt = is_floating(g.dtype()) ? g.dtype() : DType::float64;
+  g = g.astype(dt).contiguous();  // (a copy only when not float or not contiguous)
+  Array dx = Array::zeros(dt, xs);
+  auto add = [&](auto* d, const auto* s) {
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t c = 0; c < inner; ++c) {
+          const auto* win = s + ((o * m + i) * inner + c) * w;
+          auto* col = d + (o * n + i) * inner + c;
+          for (int64_t j = 0; j < w; ++j) col[j * inner] += win[j];
+        }
+      }
+    }
+  };
+  if (dt == DType::float32) {
+    add(dx.data<float>(), g.data<float>());
+  } else if (dt == DType::float64) {
+    add(dx.data<double>(), g.data<double>());
+  } else {
+    throw TypeError(error_message("[", a.op(), "] g must be a real float array, got ",
+                                  dtype_name(dt)));
+  }
+  return Value(dx);
+}
+
 Value stack_with(Args& a, int min_dims, int axis) {
   std::vector<Array> parts = variadic_arrays(a, 0);
   for (Array& p : parts) p = at_least(p, min_dims);
@@ -656,6 +721,20 @@ const bool registered_shape = register_primitives({
      .ns_per_element = 0.5,
      .grads = {"g", ""},
      .views = true},
+    {.name = "window_view", .family = "shape", .params = {{"x"}, {"axis"}, {"w"}},
+     .help = "Every window of w consecutive elements of x along `axis`, the window's axis "
+             "appended last (numpy.lib.stride_tricks.sliding_window_view along one axis): a "
+             "read-only view, no copy.",
+     .eval = window_view,
+     .ns_per_element = 0.5,
+     .grads = {"window_view_grad(g, x, axis, w)", "", ""},
+     .views = true},
+    {.name = "window_view_grad", .family = "shape", .params = {{"g"}, {"x"}, {"axis"}, {"w"}},
+     .help = "The cotangent of x in window_view(x, axis, w): each window's g added back at "
+             "the elements it covers.",
+     .eval = window_view_grad,
+     .ns_per_element = 1.0,
+     .grads = {"window_view(adjoint, axis, w)", "", "", ""}},
     {.name = "shape", .family = "shape", .params = {{"x"}},
      .help = "The shape of x as a tuple of ints (numpy.shape); () for scalars.",
      .eval = [](Args& a) -> Value {
