@@ -58,6 +58,11 @@ void scatter_add_offsets(const Array& src, Array& dst, const OffsetLayout& layou
 // of range: the general selection then handles them and names the error.
 bool block_indices(const Array& indices, int64_t n, std::vector<int64_t>& out);
 
+// The indices' own int64 data when they are contiguous int64 already in
+// [0, n) (nothing to normalize, no copy); nullptr otherwise (block_indices
+// then).
+const int64_t* block_indices_in_place(const Array& indices, int64_t n);
+
 // numpy.take along one axis of a C-contiguous x seen as (outer, n, inner),
 // with `count` indices `idx` (each in [0, n)): out (outer, count, inner) gets
 // whole blocks of `inner` elements (an embedding's rows), no per-element

@@ -326,10 +326,23 @@ void integers_fill_range(Array& out, const RandomKey& key, int64_t low, int64_t 
                          int64_t end, int64_t counter_offset) {
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   int64_t* p = out.data<int64_t>();
-  for (int64_t i = begin; i < end; ++i) {
-    uint64_t r = bounded(key, static_cast<uint64_t>(i + counter_offset), range);
+  // bounded()'s first attempt on the words made a block at a time (the same
+  // words as its philox4x32 of the counter); the rare element both halves of
+  // reject goes through bounded() itself, which repeats that attempt and
+  // moves on: the same value either way.
+  for_each_counter_words(key, begin, end, counter_offset, [&](int64_t i, const uint32_t* w) {
+    for (int h = 0; h < 2; ++h) {
+      const uint64_t x = (static_cast<uint64_t>(w[2 * h]) << 32) | w[2 * h + 1];
+      const unsigned __int128 m = static_cast<unsigned __int128>(x) * range;
+      const auto lo = static_cast<uint64_t>(m);
+      if (lo >= range || lo >= (0 - range) % range) {
+        p[i] = static_cast<int64_t>(static_cast<uint64_t>(low) + static_cast<uint64_t>(m >> 64));
+        return;
+      }
+    }
+    const uint64_t r = bounded(key, static_cast<uint64_t>(i + counter_offset), range);
     p[i] = static_cast<int64_t>(static_cast<uint64_t>(low) + r);
-  }
+  });
 }
 
 std::vector<int64_t> random_permutation(int64_t n, const RandomKey& key) {

@@ -513,6 +513,8 @@ bool mask_scatter(Array& x, const Array& m0, const Array& v0) {
   return true;
 }
 
+std::optional<Array> take_by_blocks(const Array& x, const Value& indices, int axis);
+
 Value getitem(Args& a) {
   const List& idx = a.list(1);
   if (a[0].is_list() || a[0].is_dict() || a[0].is_string()) {
@@ -535,6 +537,10 @@ Value getitem(Args& a) {
   }
   if (std::optional<Array> v = basic_view(x, index)) return std::move(*v);
   if (const Array* m = whole_mask(x, index)) return mask_gather(x, *m);
+  // x[idx] by one integer array: whole rows of x (a lookup table's), as take.
+  if (index.size() == 1 && index[0].is_array() && index[0].as_array().dtype() != DType::bool_) {
+    if (std::optional<Array> rows = take_by_blocks(x, index[0], 0)) return std::move(*rows);
+  }
   Selection sel = select(x, index, a.op());
   // Basic indexing gives a view of x, as in NumPy (a single element, every
   // axis indexed by an int, was a value of its own above, as NumPy's
@@ -676,8 +682,12 @@ std::optional<Array> take_by_blocks(const Array& x, const Value& indices, int ax
   if (!indices.is_array() || x.ndim() == 0 || !x.is_contiguous()) return std::nullopt;
   const Array& idx = indices.as_array();
   const int64_t n = x.dim(axis);
-  std::vector<int64_t> ip;
-  if (!kernels::block_indices(idx, n, ip)) return std::nullopt;
+  std::vector<int64_t> normalized;
+  const int64_t* ip = kernels::block_indices_in_place(idx, n);
+  if (ip == nullptr) {
+    if (!kernels::block_indices(idx, n, normalized)) return std::nullopt;
+    ip = normalized.data();
+  }
   int64_t outer = 1, inner = 1;
   for (int d = 0; d < axis; ++d) outer *= x.dim(d);
   for (int d = axis + 1; d < x.ndim(); ++d) inner *= x.dim(d);
@@ -685,7 +695,7 @@ std::optional<Array> take_by_blocks(const Array& x, const Value& indices, int ax
   shape.insert(shape.end(), idx.shape().begin(), idx.shape().end());
   shape.insert(shape.end(), x.shape().begin() + axis + 1, x.shape().end());
   Array out(x.dtype(), shape);
-  kernels::take_blocks(x, outer, n, inner, ip.data(), idx.size(), out, &parallel_for);
+  kernels::take_blocks(x, outer, n, inner, ip, idx.size(), out, &parallel_for);
   return out;
 }
 

@@ -91,3 +91,35 @@ def test_embedding_lookup_and_gradient_bits_do_not_depend_on_the_thread_count():
     for out, grad in results[1:]:
         assert np.array_equal(out, results[0][0]) and np.array_equal(grad, results[0][1])
     np.testing.assert_allclose(results[0][1], _add_at(table, idx, g, 0), rtol=1e-5, atol=1e-5)
+
+
+def _rows(x, idx):
+    return x[idx]
+
+
+@pytest.mark.parametrize("xdtype", [np.float64, np.float32, np.int64, np.int32, np.int8,
+                                    np.bool_, np.complex128])
+@pytest.mark.parametrize("idtype", [np.int64, np.int32, np.uint8, np.uint64])
+def test_rows_by_an_integer_array_match_numpy(xdtype, idtype):
+    # x[idx]: whole rows of x (1-d: elements; 2-d: a lookup table's rows of 2, 3, 4, 8
+    # words; 3-d), repeated and (for signed indices) negative indices, a 2-d index
+    # array; a view x takes the general selection. The value and dtype of NumPy's.
+    f = tessera.jit(_rows)
+    for shape in ((9,), (9, 2), (9, 3), (9, 4), (9, 8), (9, 2, 5)):
+        x = (RNG.normal(size=shape) * 10).astype(xdtype)
+        idx = RNG.integers(-9 if np.issubdtype(idtype, np.signedinteger) else 0, 9,
+                           size=(4, 50)).astype(idtype)
+        idx[0, :5] = 3
+        for xs in (x, x[::-1], np.asfortranarray(x)):
+            got, want = f(xs, idx), xs[idx]
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+
+
+def test_rows_by_an_out_of_range_index_are_numpys_index_error_at_the_users_line():
+    x = np.arange(12.0).reshape(6, 2)
+    for bad in (np.array([0, 6]), np.array([-7, 1])):
+        with pytest.raises(IndexError):
+            x[bad]
+        with pytest.raises(IndexError, match=r"test_take_blocks.py:\d+"):
+            tessera.jit(_rows)(x, bad)
