@@ -221,7 +221,8 @@ void Gen::write(int r, const CV& v) {
     return;
   }
   if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k))) {
-    throw Refuse{"a variable is assigned a value that is not a bool, int or float"};
+    throw Refuse{std::string("a variable is assigned a value that is not a bool, int or float (") +
+                 (v.k == kDyn ? "of a kind known only at run time" : kind_name(static_cast<Reg::Kind>(v.k))) + ")"};
   }
   if (kind[r] == Reg::Undef) {  // first assignment of a variable undefined so far
     kind[r] = dyn[r] ? py_kind(static_cast<Reg::Kind>(v.k)) : static_cast<Reg::Kind>(v.k);

@@ -30,10 +30,13 @@ void Gen::find_rebinds() {
       // A variable of the loop's frames assigned a variable (u_prev = u,
       // swaps); a local of a function called inline only when that
       // variable's array changes too (its parameters otherwise hold the
-      // caller's fixed arrays, whose accesses stay hoisted).
+      // caller's fixed arrays, whose accesses stay hoisted), or when it held
+      // no array as the loop began (a function first called inside the loop,
+      // maybe with other arrays at each call: AtA(u, v) then AtA(v, u)).
       const bool local = static_cast<size_t>(r) < im.vars.size() && im.vars[r].depth < 0;
       const FNode& src = is_iterate(v) && iterates_array(v) ? v.kids[0] : v;
-      const bool from_var = src.op == Op::Var && (rebinds[src.reg] || !local);
+      const bool from_var =
+          src.op == Op::Var && (rebinds[src.reg] || !local || k0 == Reg::Undef);
       if (alloc_name(v) || from_var) rebinds[r] = more = true;
     }
   }
