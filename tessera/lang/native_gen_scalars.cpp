@@ -476,6 +476,27 @@ CV Gen::call(const FNode& n) {
   CV v = eval(n.kids[0]);
   const auto vk = static_cast<Reg::Kind>(v.k);
   if (!is_int(vk) && !is_float(vk)) throw Refuse{"'" + n.spec->name + "' of a non-number"};
+  if (it->second == UnaryOp::abs && is_int(vk)) {
+    // abs of an int is an int of its kind: Python's past int64 is a big
+    // integer (the general path's OverflowError), NumPy's wraps
+    // (np.abs(np.int64 min) is itself, as negation).
+    CV r = v;
+    if (vk == Reg::NpI32) {
+      llvm::Value* x = b.CreateTrunc(v.v, b.getInt32Ty());
+      llvm::Value* neg = b.CreateICmpSLT(x, b.getInt32(0));
+      r.v = b.CreateSExt(b.CreateSelect(neg, b.CreateNeg(x), x), i64);
+    } else {
+      llvm::Value* neg = b.CreateICmpSLT(v.v, b.getInt64(0));
+      r.v = b.CreateSelect(neg, b.CreateSub(b.getInt64(0), v.v), v.v);
+      if (vk == Reg::PyInt) {
+        llvm::Value* over = b.CreateICmpEQ(v.v, b.getInt64(INT64_MIN));
+        if (v.s) over = b.CreateAnd(over, b.CreateNot(v.s));
+        bail_if(over);
+      }
+    }
+    count(n.slot);
+    return r;
+  }
   // float32: the functions whose float32 result is the double one rounded
   // (the others are computed by vmath's float32 code, elementwise.hpp).
   if (vk == Reg::NpF32 && it->second != UnaryOp::sqrt && it->second != UnaryOp::abs &&
