@@ -172,6 +172,10 @@ struct BlockCache {
   }();
 };
 
+// c.cached as the allocation path reads it without the lock (updated under
+// it): a small allocation checks the cache's bound against it.
+std::atomic<size_t> g_cached{0};
+
 BlockCache& block_cache() {
   static BlockCache* c = new BlockCache();  // never destroyed: arrays may outlive statics
   return *c;
@@ -201,9 +205,20 @@ constexpr int kSmallPerClass = 8;
 constexpr size_t kHeaderBytes = 64;
 constexpr int kHeadersPerThread = 64;
 
+// A number's buffer (a NumPy scalar: a 0-d array of at most 16 bytes) is a
+// 16-byte block of malloc's, aligned as malloc aligns (16 bytes: enough for
+// any load of the value) instead of a 64-byte aligned block: glibc's aligned
+// allocation splits a chunk for each one, and a list of 100,000 appended
+// np.float64 paid that and the consolidation of their frees. A thread keeps
+// more of these than of the other classes.
+constexpr size_t kTinyBytes = 16;
+constexpr int kTinyPerThread = 256;
+
 struct SmallCache {
   void* blocks[kSmallClasses][kSmallPerClass];
   int count[kSmallClasses];
+  void* tiny[kTinyPerThread];
+  int tiny_count;
   void* headers[kHeadersPerThread];
   int header_count;
   bool started, ended;
@@ -218,6 +233,8 @@ struct Reaper {
     }
     for (int k = 0; k < tl_small.header_count; ++k) std::free(tl_small.headers[k]);
     tl_small.header_count = 0;
+    for (int k = 0; k < tl_small.tiny_count; ++k) std::free(tl_small.tiny[k]);
+    tl_small.tiny_count = 0;
     tl_small.ended = true;
   }
 };
@@ -243,6 +260,50 @@ void small_free(void* p, size_t rounded) {
   SmallCache& t = tl_small;
   if (t.started && !t.ended && t.count[c] < kSmallPerClass) {
     t.blocks[c][t.count[c]++] = p;
+    return;
+  }
+  std::free(p);
+}
+
+// What memory_stats counts for a block: a number's 16 bytes as the 64 of
+// the smallest class they replaced (the counts, and the cache's bound by
+// them, are what they were).
+size_t counted_bytes(size_t block) { return block == kTinyBytes ? kAlignment : block; }
+
+// A block below the cache's sizes raises live bytes without passing through
+// the cache: kept blocks that now lift live + kept above the high-water mark
+// go back to malloc (largest first), as a large request's do, so that the
+// bound holds for every allocation. One relaxed load when nothing is kept.
+void keep_cache_under_high_water() {
+  if (g_cached.load(std::memory_order_relaxed) == 0) return;
+  const size_t live = g_live.load(std::memory_order_relaxed);
+  const size_t bound = g_high_water.load(std::memory_order_relaxed);
+  if (live + g_cached.load(std::memory_order_relaxed) <= bound) return;
+  BlockCache& c = block_cache();
+  std::lock_guard lock(c.mutex);
+  while (c.cached > 0 && live + c.cached > bound) {
+    auto largest = std::prev(c.free_blocks.end());
+    std::free(largest->second);
+    c.cached -= largest->first;
+    c.free_blocks.erase(largest);
+  }
+  g_cached.store(c.cached, std::memory_order_relaxed);
+}
+
+void* tiny_alloc() {
+  SmallCache& t = tl_small;
+  if (t.tiny_count > 0) return t.tiny[--t.tiny_count];
+  if (!t.started) {
+    t.started = true;
+    (void)&tl_reaper;
+  }
+  return std::malloc(kTinyBytes);
+}
+
+void tiny_free(void* p) {
+  SmallCache& t = tl_small;
+  if (t.started && !t.ended && t.tiny_count < kTinyPerThread) {
+    t.tiny[t.tiny_count++] = p;
     return;
   }
   std::free(p);
@@ -329,12 +390,18 @@ void reset_peak_memory() {
 }
 
 Storage::Storage(size_t bytes) : bytes_(bytes) {
-  allocate(rounded_size(bytes));
-  count_alloc(block_);
+  allocate(bytes <= kTinyBytes ? kTinyBytes : rounded_size(bytes));
+  count_alloc(counted_bytes(block_));
+  if (block_ < kCacheMinBytes) keep_cache_under_high_water();
 }
 
 void Storage::allocate(size_t rounded) {
   block_ = rounded;
+  if (rounded == kTinyBytes) {  // (rounded_size gives 64 and more)
+    data_ = tiny_alloc();
+    if (!data_) throw MemoryError(error_message("[array] cannot allocate ", bytes_, " bytes"));
+    return;
+  }
   if (rounded <= kSmallMaxBytes) {
     data_ = small_alloc(rounded);
     if (!data_) {
@@ -363,6 +430,7 @@ void Storage::allocate(size_t rounded) {
       block_ = it->first;
       data_ = it->second;
       c.cached -= block_;
+      g_cached.store(c.cached, std::memory_order_relaxed);
       c.free_blocks.erase(it);
       return;
     }
@@ -377,6 +445,7 @@ void Storage::allocate(size_t rounded) {
       c.cached -= largest->first;
       c.free_blocks.erase(largest);
     }
+    g_cached.store(c.cached, std::memory_order_relaxed);
   }
   auto get = [rounded] { return advise_huge_pages(std::aligned_alloc(kAlignment, rounded), rounded); };
   data_ = get();
@@ -397,6 +466,7 @@ void release_cached_blocks() {
   for (auto& [size, p] : c.free_blocks) std::free(p);
   c.free_blocks.clear();
   c.cached = 0;
+  g_cached.store(0, std::memory_order_relaxed);
 }
 
 Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
@@ -405,7 +475,11 @@ Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
 Storage::~Storage() {
   if (!owned_) return;
   const size_t rounded = block_;
-  count_free(rounded);
+  count_free(counted_bytes(rounded));
+  if (rounded == kTinyBytes) {
+    tiny_free(data_);
+    return;
+  }
   if (rounded <= kSmallMaxBytes) {
     small_free(data_, rounded);
     return;
@@ -418,6 +492,7 @@ Storage::~Storage() {
         live + c.cached + rounded <= g_high_water.load(std::memory_order_relaxed)) {
       c.free_blocks.emplace(rounded, data_);
       c.cached += rounded;
+      g_cached.store(c.cached, std::memory_order_relaxed);
       return;
     }
   }

@@ -123,6 +123,11 @@ const std::vector<GradCase>& grad_cases() {
       {"squeeze", "squeeze(col)", {"col"}},
       {"flip", "flip(a, 1)", {"a"}},
       {"broadcast_to", "broadcast_to(row, [2, 3]) * a", {"row", "a"}},
+      // overlapping windows: each element's gradient summed over its windows
+      {"window_view", "window_view(a, 1, 2) * window_view(b, 1, 2)", {"a", "b"}},
+      {"window_view", "window_view(cube, 1, 2) * 1.5", {"cube"}},
+      {"window_view_grad", "window_view_grad(window_view(b, 1, 2) * 2.0, a, 1, 2) * a",
+       {"a", "b"}},
       {"atleast_1d", "atleast_1d(a)", {"a"}},
       {"atleast_2d", "atleast_2d(row)", {"row"}},
       {"atleast_3d", "atleast_3d(a)", {"a"}},
