@@ -101,7 +101,9 @@ void Gen::bail_if(llvm::Value* cond) {
 }
 
 void Gen::count(int slot) {
-  if (slot < 0) return;
+  // Inside an array expression's element loop: its nodes are counted once
+  // after it (count_expr), as the general evaluation counts them.
+  if (slot < 0 || elem_t) return;
   auto it = counts.find(slot);
   llvm::Value* a;
   if (it == counts.end()) {
@@ -258,6 +260,14 @@ CV Gen::eval(const FNode& n) {
 }
 
 CV Gen::eval_any(const FNode& n) {
+  if (elem_t) {  // an element of an array expression (native_gen_arrexpr.cpp)
+    CV l = elem_leaf(n);
+    if (l.k != -1) return l;
+    if (n.op == Op::Var && lazy.count(n.reg)) return eval_any(*lazy.at(n.reg));
+  }
+  if (n.op == Op::Var && lazy.count(n.reg))
+    throw Refuse{"an array expression's variable used other than by sum, mean, max or min"};
+  if (n.op == Op::Assign && lazy.count(n.reg)) return CV{Reg::Nil};
   switch (n.op) {
     case Op::Const:
       switch (n.constant.k) {
@@ -858,6 +868,7 @@ void Gen::build(const std::string& name) {
     atype[ru] = ArrT{xt.dt, xt.nd - static_cast<int>(row.nidx), xt.writable, true, xt.unit_last};
     ensure_slots(r);
   }
+  find_lazy();
   if (lists) {
     held = b.CreateAlloca(i32, b.getInt32(static_cast<uint32_t>(std::max<size_t>(nr, 1))));
     for (size_t r = 0; r < nr; ++r) {

@@ -528,6 +528,35 @@ struct Gen {
 
   bool arr_var(const FNode& k) { return k.op == Op::Var && kind[k.reg] == Reg::Arr; }
 
+  // ---- array expressions over 1-d views (native_gen_arrexpr.cpp;
+  // docs/runtime.md, "Array expressions in native code"): elementwise
+  // expressions whose leaves are numbers and 1-d views (x, X[:, j], X[i],
+  // X[a:b:s]), reduced by sum/mean/max/min in one scalar loop, with no array
+  // made. `lazy`: registers assigned such an expression (`w = A[:, i] - c`),
+  // read only by the consumers that follow (find_lazy), never given a value.
+  std::map<int, const FNode*> lazy;
+  void find_lazy();
+  bool is_view(const FNode& n);
+  bool arr_expr(const FNode& n);
+  static bool is_reduction(const FNode& n);
+  // A view leaf of the consumer being emitted: its first element, extent
+  // and step (elements; 0 when broadcast), and element dtype.
+  struct ViewLeaf {
+    llvm::Value *base, *len, *step;
+    DType dt;
+  };
+  std::map<const FNode*, ViewLeaf> elem_view;
+  std::map<const FNode*, CV> elem_const;  // numbers, evaluated before the element loop
+  llvm::Value* elem_t = nullptr;          // the element's index (element mode when set)
+  llvm::Value* elem_len = nullptr;        // the broadcast length (prepare)
+  // Evaluates the leaves of expression `n` (its views' descriptors, its
+  // numbers), left to right, and checks their lengths broadcast.
+  void elem_prepare(const FNode& n);
+  void view_of(const FNode& n);
+  CV elem_leaf(const FNode& n);
+  void count_expr(const FNode& n);
+  CV reduce(const FNode& n);
+
   CV getitem(const FNode& n);
 
   // element_cast<T>(double) for an integer T of `bits` bits (array.hpp):

@@ -1,0 +1,463 @@
+// Gen (native_gen.hpp): array expressions over 1-d views. An elementwise
+// expression whose leaves are numbers and 1-d views of array variables
+// (`(A[:, i] - B[:, j]) / W[:, i]`), reduced by .sum(), np.sum, .mean(),
+// .max(), .min(), becomes one scalar loop over the elements: each element
+// computed as the scalar code computes NumPy's scalars of the views' dtypes
+// (so NumPy's promotion and integer wrap-around), no array made. A local
+// assigned such an expression and read only by the reductions after it
+// (find_lazy) is never given a value. Broadcasting (a view of one element),
+// a shape mismatch (the interpreter's ValueError), an index out of range and
+// a float sum of more than 128 elements go back to the interpreter (a bail).
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <string>
+
+#include "tessera/lang/native_gen.hpp"
+
+namespace tessera::native_gen {
+
+namespace {
+
+bool slice_const(const FNode& k) {
+  return k.op == Op::Const && k.constant.k == Reg::Obj && k.const_arg && k.const_arg->is_slice();
+}
+
+bool elementwise_call(const FNode& n) {
+  static const std::set<std::string, std::less<>> names = {
+      "sqrt", "exp",    "log",   "sin",   "cos",    "tan",    "floor",    "ceil",
+      "trunc", "abs",   "absolute", "tanh", "arctan", "log2", "log10",    "exp2",
+      "expm1", "log1p", "sinh",  "cosh",  "arcsin", "arccos", "rint",     "negative"};
+  return n.op == Op::Call && n.spec && n.kids.size() == 1 && names.count(n.spec->name);
+}
+
+// The registers `n` reads (through the definitions of lazy registers too).
+void reads_of(const FNode& n, const std::map<int, const FNode*>& lazy, std::set<int>& out) {
+  if (n.op == Op::Var) {
+    if (!out.insert(n.reg).second) return;
+    if (auto it = lazy.find(n.reg); it != lazy.end()) reads_of(*it->second, lazy, out);
+  }
+  for (const FNode& k : n.kids) reads_of(k, lazy, out);
+}
+
+bool reads_reg(const FNode& n, int r) {
+  if (n.op == Op::Var && n.reg == r) return true;
+  for (const FNode& k : n.kids)
+    if (reads_reg(k, r)) return true;
+  return false;
+}
+
+int assigns_to(const FNode& n, int r) {
+  int c = (n.op == Op::Assign || n.op == Op::Append) && n.reg == r ? 1 : 0;
+  for (const FNode& k : n.kids) c += assigns_to(k, r);
+  return c;
+}
+
+// Nothing in `n` writes into an array or list, assigns a register of
+// `reads`, draws random numbers or loops: the values an expression reads
+// are the same before and after it.
+bool quiet(const FNode& n, const std::set<int>& reads) {
+  switch (n.op) {
+    case Op::SetItem:
+    case Op::Append:
+    case Op::While:
+    case Op::Uniform:
+    case Op::Bail:
+      return false;
+    case Op::Assign:
+      if (reads.count(n.reg)) return false;
+      break;
+    case Op::Call:
+      if (n.spec && n.spec->writes) return false;
+      break;
+    default:
+      break;
+  }
+  for (const FNode& k : n.kids)
+    if (!quiet(k, reads)) return false;
+  return true;
+}
+
+// The statement that uses the expression last: its outer assignment and
+// element write come after its value.
+bool quiet_last(const FNode& n, const std::set<int>& reads) {
+  if (n.op == Op::Assign && n.kids.size() == 1) return quiet_last(n.kids[0], reads);
+  if (n.op == Op::SetItem) {
+    for (const FNode& k : n.kids)
+      if (!quiet(k, reads)) return false;
+    return true;
+  }
+  return quiet(n, reads);
+}
+
+// Only numbers and reads: safe to evaluate once before the element loop.
+bool pure_leaf(const FNode& n) {
+  switch (n.op) {
+    case Op::Const:
+    case Op::Var:
+    case Op::Binary:
+    case Op::GetItem:
+    case Op::AsType:
+    case Op::Logic:
+      break;
+    case Op::Call:
+      if (n.spec && n.spec->writes) return false;
+      break;
+    default:
+      return false;
+  }
+  for (const FNode& k : n.kids)
+    if (!pure_leaf(k)) return false;
+  return true;
+}
+
+}  // namespace
+
+bool Gen::is_reduction(const FNode& n) {
+  if (n.op != Op::Call || !n.spec || n.kids.size() != 1) return false;
+  const std::string& s = n.spec->name;
+  return s == "sum" || s == "mean" || s == "max" || s == "min" || s == "amax" || s == "amin";
+}
+
+bool Gen::is_view(const FNode& n) {
+  if (n.op == Op::Var) {
+    const int r = n.reg;
+    return !lazy.count(r) && kind[r] == Reg::Arr && atype[r].indexable && atype[r].nd == 1;
+  }
+  if (n.op != Op::GetItem || n.kids.empty() || !arr_var(n.kids[0])) return false;
+  const ArrT& e = atype[n.kids[0].reg];
+  const size_t nidx = n.kids.size() - 1;
+  if (!e.indexable || nidx > static_cast<size_t>(e.nd)) return false;
+  size_t free_dims = static_cast<size_t>(e.nd) - nidx;
+  for (size_t k = 1; k < n.kids.size(); ++k) free_dims += slice_const(n.kids[k]) ? 1 : 0;
+  return free_dims == 1;
+}
+
+bool Gen::arr_expr(const FNode& n) {
+  if (is_view(n)) return true;
+  if (n.op == Op::Var) return lazy.count(n.reg) > 0;
+  if (n.op == Op::Binary && n.kids.size() == 2) return arr_expr(n.kids[0]) || arr_expr(n.kids[1]);
+  if (elementwise_call(n)) return arr_expr(n.kids[0]);
+  return false;
+}
+
+void Gen::find_lazy() {
+  // Statement by statement, the last first: a lazy register read by the
+  // definition of another is used until that one's last use.
+  std::function<void(const FNode&)> walk = [&](const FNode& blk) {
+    for (const FNode& k : blk.kids) walk(k);
+    if (blk.op != Op::Block) return;
+    // Candidates first (a definition may read an earlier one).
+    std::set<int> cand;
+    for (const FNode& a : blk.kids) {
+      if (a.op != Op::Assign || a.kids.size() != 1) continue;
+      const int r = a.reg;
+      if (r < 0 || static_cast<size_t>(r) >= im.loop_local.size() || !im.loop_local[r]) continue;
+      if (rows.count(r) || rebinds[r] || kind[r] == Reg::Obj || dyn[r]) continue;
+      const FNode& v = a.kids[0];
+      if (!arr_expr(v) || v.op == Op::Var || reads_reg(v, r)) continue;
+      if (assigns_to(loop_body, r) != 1 || reads_reg(loop_cond, r)) continue;
+      lazy[r] = &v;
+      cand.insert(r);
+    }
+    std::map<int, size_t> last_of;  // lazy register -> index of its last use
+    for (size_t i = blk.kids.size(); i-- > 0;) {
+      const FNode& a = blk.kids[i];
+      if (a.op != Op::Assign || !cand.count(a.reg)) continue;
+      const int r = a.reg;
+      const FNode& v = a.kids[0];
+      lazy.erase(r);
+      // Every use after the assignment in this block.
+      size_t last = i;
+      int uses = 0;
+      for (size_t j = 0; j < blk.kids.size(); ++j) {
+        if (j == i || !reads_reg(blk.kids[j], r)) continue;
+        if (j < i) {
+          uses = -1;
+          break;
+        }
+        ++uses;
+        size_t u = j;
+        const FNode& s = blk.kids[j];
+        if (s.op == Op::Assign && lazy.count(s.reg) && last_of.count(s.reg)) u = last_of[s.reg];
+        last = std::max(last, u);
+      }
+      if (uses <= 0) continue;
+      // Uses elsewhere in the loop (another block): not lazy.
+      int total = 0;
+      std::function<void(const FNode&)> count_reads = [&](const FNode& n) {
+        if (n.op == Op::Var && n.reg == r) ++total;
+        for (const FNode& k : n.kids) count_reads(k);
+      };
+      count_reads(loop_body);
+      int here = 0;
+      for (size_t j = i + 1; j < blk.kids.size(); ++j) {
+        std::function<void(const FNode&)> cr = [&](const FNode& n) {
+          if (n.op == Op::Var && n.reg == r) ++here;
+          for (const FNode& k : n.kids) cr(k);
+        };
+        cr(blk.kids[j]);
+      }
+      if (here != total) continue;
+      std::set<int> reads;
+      reads_of(v, lazy, reads);
+      bool ok = true;
+      for (size_t j = i + 1; j < last && ok; ++j) ok = quiet(blk.kids[j], reads);
+      if (ok && last > i) ok = quiet_last(blk.kids[last], reads);
+      if (!ok) continue;
+      lazy[r] = &v;
+      last_of[r] = last;
+    }
+  };
+  walk(loop_body);
+}
+
+void Gen::view_of(const FNode& n) {
+  llvm::Value *base, *len, *step;
+  int r;
+  if (n.op == Op::Var) {
+    r = n.reg;
+    base = b.getInt64(0);
+    len = ashape(r, 0);
+    step = astride(r, 0);
+  } else {
+    r = n.kids[0].reg;
+    const ArrT& e = atype[r];
+    if (rows.count(r) && maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
+    base = b.getInt64(0);
+    len = nullptr;
+    step = nullptr;
+    const size_t nidx = n.kids.size() - 1;
+    for (size_t d = 0; d < static_cast<size_t>(e.nd); ++d) {
+      llvm::Value* ext = ashape(r, d);
+      llvm::Value* st = astride(r, d);
+      if (d >= nidx) {  // X[i] of a 2-d X: its last dimension whole
+        len = ext;
+        step = st;
+        continue;
+      }
+      const FNode& k = n.kids[d + 1];
+      if (slice_const(k)) {
+        // Python's slice.indices(ext), for a constant slice.
+        const Slice& sl = k.const_arg->as_slice();
+        const int64_t s = sl.step.value_or(1);
+        if (s == 0) throw Refuse{"a slice step of zero"};
+        llvm::Value* zero = b.getInt64(0);
+        auto clamp = [&](int64_t v, bool is_start) -> llvm::Value* {
+          llvm::Value* x = b.getInt64(static_cast<uint64_t>(v));
+          if (v < 0) x = b.CreateAdd(x, ext);
+          if (s > 0) return smin(smax(x, zero), ext);
+          (void)is_start;
+          return smin(smax(x, b.getInt64(static_cast<uint64_t>(-1))),
+                      b.CreateSub(ext, b.getInt64(1)));
+        };
+        llvm::Value* lo = sl.start ? clamp(*sl.start, true)
+                                   : (s > 0 ? zero : b.CreateSub(ext, b.getInt64(1)));
+        llvm::Value* hi = sl.stop ? clamp(*sl.stop, false)
+                                  : (s > 0 ? ext : b.getInt64(static_cast<uint64_t>(-1)));
+        llvm::Value* span = s > 0 ? b.CreateSub(hi, lo) : b.CreateSub(lo, hi);
+        const int64_t as = s > 0 ? s : -s;
+        // ceil(span / |s|) when positive, else 0
+        llvm::Value* cnt = b.CreateSDiv(b.CreateAdd(span, b.getInt64(as - 1)), b.getInt64(as));
+        len = b.CreateSelect(b.CreateICmpSGT(span, zero), cnt, zero);
+        // An empty view's start may be past the end: never read.
+        base = b.CreateAdd(base, b.CreateMul(b.CreateSelect(b.CreateICmpSGT(len, zero), lo, zero), st));
+        step = b.CreateMul(st, b.getInt64(static_cast<uint64_t>(s)));
+        continue;
+      }
+      CV i = eval(k);
+      if (!is_int(static_cast<Reg::Kind>(i.k)) || i.s) throw Refuse{"an index that is not an int"};
+      llvm::Value* j = b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
+      bail_if(b.CreateICmpUGE(j, ext));  // the interpreter's IndexError
+      base = b.CreateAdd(base, b.CreateMul(j, st));
+    }
+  }
+  const DType dt = atype[r].dt;
+  if (dt != DType::float64 && dt != DType::int64 && dt != DType::bool_)
+    throw Refuse{std::string("an array expression over a view of dtype ") +
+                 std::string(dtype_name(dt))};
+  // The element pointer of the view's first element (as i8*).
+  const unsigned size = dt == DType::bool_ ? 1 : 8;
+  llvm::Value* p = b.CreateInBoundsGEP(i8, abase(r), b.CreateMul(base, b.getInt64(size)));
+  // NumPy's broadcasting of lengths: equal, or 1 (that element for all).
+  llvm::Value* one = b.getInt64(1);
+  llvm::Value* ne1 = b.CreateICmpNE(len, one);
+  llvm::Value* n1 = b.CreateICmpEQ(elem_len, one);
+  bail_if(b.CreateAnd(b.CreateAnd(ne1, b.CreateNot(n1)), b.CreateICmpNE(len, elem_len)));
+  elem_len = b.CreateSelect(b.CreateAnd(ne1, n1), len, elem_len);
+  step = b.CreateSelect(ne1, step, b.getInt64(0));
+  elem_view[&n] = ViewLeaf{p, len, step, dt};
+}
+
+void Gen::elem_prepare(const FNode& n) {
+  if (is_view(n)) {
+    view_of(n);
+    return;
+  }
+  if (n.op == Op::Var && lazy.count(n.reg)) {
+    elem_prepare(*lazy[n.reg]);
+    return;
+  }
+  if (arr_expr(n)) {
+    for (const FNode& k : n.kids) elem_prepare(k);
+    return;
+  }
+  if (!pure_leaf(n)) throw Refuse{"an array expression with an operand that has effects"};
+  CV v = eval(n);
+  if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k)))
+    throw Refuse{"an array expression with an operand that is not a number or a 1-d view"};
+  elem_const[&n] = v;
+}
+
+CV Gen::elem_leaf(const FNode& n) {
+  if (auto c = elem_const.find(&n); c != elem_const.end()) return c->second;
+  auto it = elem_view.find(&n);
+  if (it == elem_view.end()) return CV{-1};
+  const ViewLeaf& w = it->second;
+  llvm::Type* t = w.dt == DType::float64 ? f64 : w.dt == DType::int64 ? i64 : i8;
+  llvm::Value* p = b.CreateBitCast(w.base, t->getPointerTo());
+  llvm::Value* v = b.CreateLoad(t, b.CreateGEP(t, p, b.CreateMul(elem_t, w.step)));
+  if (w.dt == DType::float64) return CV{Reg::NpFloat, v};
+  if (w.dt == DType::int64) return CV{Reg::NpInt, v};
+  return CV{Reg::NpBool, b.CreateICmpNE(v, b.getInt8(0))};
+}
+
+void Gen::count_expr(const FNode& n) {
+  if (elem_const.count(&n)) return;  // counted when evaluated
+  if (n.op == Op::Var && lazy.count(n.reg)) {
+    count_expr(*lazy[n.reg]);
+    return;
+  }
+  if (n.op == Op::Call) count(n.slot);
+  if (n.op == Op::Binary || n.op == Op::GetItem) count(n.counter);
+  for (int c : n.also_count) count(c);
+  for (const FNode& k : n.kids) count_expr(k);
+}
+
+CV Gen::reduce(const FNode& n) {
+  const std::string& name = n.spec->name;
+  const FNode& x = n.kids[0];
+  llvm::Value* saved_len = elem_len;
+  elem_len = b.getInt64(1);
+  elem_prepare(x);
+  llvm::Value* len = elem_len;
+  elem_len = saved_len;
+  const bool is_sum = name == "sum", is_mean = name == "mean";
+  const bool is_max = name == "max" || name == "amax";
+  if (is_sum || is_mean) {
+    // NumPy's pairwise summation: blocks of 8 partial sums up to 128
+    // elements; longer, the interpreter's (its halves).
+    bail_if(b.CreateICmpSGT(len, b.getInt64(128)));
+  }
+  if (!is_sum) bail_if(b.CreateICmpEQ(len, b.getInt64(0)));  // NumPy's error (or mean's nan)
+  llvm::Value* n8 = b.CreateSelect(b.CreateICmpSGE(len, b.getInt64(8)),
+                                   b.CreateAnd(len, b.getInt64(~int64_t{7})), b.getInt64(0));
+  llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::Value* ta = e.CreateAlloca(i64);
+  b.CreateStore(b.getInt64(0), ta);
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "elem_head", fn);
+  llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "elem_body", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "elem_done", fn);
+  // The accumulators, made once the element's kind is known.
+  llvm::Value *acc = nullptr, *parts = nullptr;
+  int ek = -1;
+  llvm::BasicBlock* pre = b.GetInsertBlock();
+  b.CreateBr(head);
+  b.SetInsertPoint(head);
+  llvm::Value* t = b.CreateLoad(i64, ta);
+  b.CreateCondBr(b.CreateICmpSLT(t, len), body, done);
+  b.SetInsertPoint(body);
+  llvm::Value* saved_t = elem_t;
+  elem_t = t;
+  CV v = eval(x);
+  elem_t = saved_t;
+  ek = v.k;
+  if (v.k == kDyn || v.s || (ek != Reg::NpFloat && ek != Reg::NpInt && ek != Reg::NpBool))
+    throw Refuse{"an array expression whose elements are not float64, int64 or bool"};
+  const bool as_float = ek == Reg::NpFloat || is_mean;
+  llvm::Value* x0 = v.v;
+  if (is_mean && ek != Reg::NpFloat)
+    x0 = ek == Reg::NpInt ? b.CreateSIToFP(x0, f64) : b.CreateUIToFP(x0, f64);
+  if ((is_sum || is_mean) && !as_float && ek == Reg::NpBool) x0 = b.CreateZExt(x0, i64);
+  llvm::Type* at = as_float ? f64 : (ek == Reg::NpBool && !is_sum ? i1 : i64);
+  acc = e.CreateAlloca(at);
+  {
+    // Stored before the loop (its block branches to head).
+    llvm::IRBuilder<> pb(pre->getTerminator());
+    pb.CreateStore(as_float ? llvm::ConstantFP::get(f64, 0.0) : llvm::Constant::getNullValue(at), acc);
+  }
+  auto tree = [&](llvm::IRBuilder<>& q) {
+    llvm::Value* r[8];
+    for (int j = 0; j < 8; ++j) r[j] = q.CreateLoad(f64, q.CreateConstInBoundsGEP1_64(f64, parts, j));
+    return q.CreateFAdd(q.CreateFAdd(q.CreateFAdd(r[0], r[1]), q.CreateFAdd(r[2], r[3])),
+                        q.CreateFAdd(q.CreateFAdd(r[4], r[5]), q.CreateFAdd(r[6], r[7])));
+  };
+  llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "elem_next", fn);
+  if ((is_sum || is_mean) && as_float) {
+    parts = e.CreateAlloca(f64, b.getInt64(8));
+    llvm::BasicBlock* blk = llvm::BasicBlock::Create(ctx, "elem_block8", fn);
+    llvm::BasicBlock* tail = llvm::BasicBlock::Create(ctx, "elem_tail", fn);
+    b.CreateCondBr(b.CreateICmpSLT(t, n8), blk, tail);
+    b.SetInsertPoint(blk);
+    llvm::Value* slot = b.CreateInBoundsGEP(f64, parts, b.CreateAnd(t, b.getInt64(7)));
+    llvm::Value* old = b.CreateLoad(f64, slot);
+    b.CreateStore(b.CreateSelect(b.CreateICmpSLT(t, b.getInt64(8)), x0, b.CreateFAdd(old, x0)), slot);
+    b.CreateBr(next);
+    b.SetInsertPoint(tail);
+    // The first element after the blocks starts from their sum.
+    llvm::BasicBlock* first = llvm::BasicBlock::Create(ctx, "elem_tail_first", fn);
+    llvm::BasicBlock* add = llvm::BasicBlock::Create(ctx, "elem_tail_add", fn);
+    b.CreateCondBr(b.CreateAnd(b.CreateICmpEQ(t, n8), b.CreateICmpSGT(n8, b.getInt64(0))), first, add);
+    b.SetInsertPoint(first);
+    b.CreateStore(tree(b), acc);
+    b.CreateBr(add);
+    b.SetInsertPoint(add);
+    b.CreateStore(b.CreateFAdd(b.CreateLoad(f64, acc), x0), acc);
+    b.CreateBr(next);
+  } else if (is_sum) {
+    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, acc), x0), acc);  // wraps, as NumPy's int64
+    b.CreateBr(next);
+  } else {
+    llvm::Value* m = b.CreateLoad(at, acc);
+    llvm::Value* better;
+    if (as_float) {
+      // NaN propagates (NumPy's maximum/minimum).
+      better = b.CreateOr(is_max ? b.CreateFCmpOGT(x0, m) : b.CreateFCmpOLT(x0, m),
+                          b.CreateFCmpUNO(x0, x0));
+    } else if (at == i1) {
+      better = is_max ? b.CreateAnd(x0, b.CreateNot(m)) : b.CreateAnd(b.CreateNot(x0), m);
+    } else {
+      better = is_max ? b.CreateICmpSGT(x0, m) : b.CreateICmpSLT(x0, m);
+    }
+    better = b.CreateOr(better, b.CreateICmpEQ(t, b.getInt64(0)));
+    b.CreateStore(b.CreateSelect(better, x0, m), acc);
+    b.CreateBr(next);
+  }
+  b.SetInsertPoint(next);
+  b.CreateStore(b.CreateAdd(t, b.getInt64(1)), ta);
+  b.CreateBr(head);
+  b.SetInsertPoint(done);
+  llvm::Value* res = b.CreateLoad(at, acc);
+  if ((is_sum || is_mean) && as_float) {
+    // No element after the blocks: their sum.
+    llvm::BasicBlock* only = llvm::BasicBlock::Create(ctx, "elem_blocks_only", fn);
+    llvm::BasicBlock* fin = llvm::BasicBlock::Create(ctx, "elem_sum", fn);
+    llvm::BasicBlock* from = b.GetInsertBlock();
+    b.CreateCondBr(b.CreateAnd(b.CreateICmpEQ(n8, len), b.CreateICmpSGT(n8, b.getInt64(0))), only, fin);
+    b.SetInsertPoint(only);
+    llvm::Value* ts = tree(b);
+    b.CreateBr(fin);
+    b.SetInsertPoint(fin);
+    llvm::PHINode* phi = b.CreatePHI(f64, 2);
+    phi->addIncoming(res, from);
+    phi->addIncoming(ts, only);
+    res = phi;
+  }
+  count_expr(x);
+  count(n.slot);
+  if (is_mean) return CV{Reg::NpFloat, b.CreateFDiv(res, b.CreateSIToFP(len, f64))};
+  if (is_sum) return CV{as_float ? Reg::NpFloat : Reg::NpInt, res};
+  return CV{ek, res};
+}
+
+}  // namespace tessera::native_gen
