@@ -267,7 +267,10 @@ CV Gen::eval_any(const FNode& n) {
   }
   if (n.op == Op::Var && lazy.count(n.reg))
     throw Refuse{"an array expression's variable used other than by sum, mean, max or min"};
-  if (n.op == Op::Assign && lazy.count(n.reg)) return CV{Reg::Nil};
+  if (n.op == Op::Assign && lazy.count(n.reg)) {
+    lazy_assign(n.reg);
+    return CV{Reg::Nil};
+  }
   switch (n.op) {
     case Op::Const:
       switch (n.constant.k) {
@@ -752,21 +755,23 @@ void Gen::body_turn() {
   b.CreateStore(to_payload(v), last_p);
 }
 
+void Gen::byte_span(int q, llvm::Value*& lo, llvm::Value*& hi) {
+  const ArrT& e = atype[q];
+  llvm::Value* neg = b.getInt64(0);
+  llvm::Value* pos = b.getInt64(0);
+  for (int d = 0; d < e.nd; ++d) {
+    llvm::Value* reach = b.CreateMul(b.CreateSub(ashape(q, d), b.getInt64(1)), astride(q, d));
+    neg = b.CreateAdd(neg, b.CreateSelect(b.CreateICmpSLT(reach, b.getInt64(0)), reach, b.getInt64(0)));
+    pos = b.CreateAdd(pos, b.CreateSelect(b.CreateICmpSGT(reach, b.getInt64(0)), reach, b.getInt64(0)));
+  }
+  const int64_t size = dtype_size(e.dt);
+  llvm::Value* base = b.CreatePtrToInt(abase(q), i64);
+  lo = b.CreateAdd(base, b.CreateMul(neg, b.getInt64(size)));
+  hi = b.CreateAdd(base, b.CreateMul(b.CreateAdd(pos, b.getInt64(1)), b.getInt64(size)));
+}
+
 llvm::Value* Gen::shares_memory(int r) {
-  auto span = [&](int q, llvm::Value*& lo, llvm::Value*& hi) {
-    const ArrT& e = atype[q];
-    llvm::Value* neg = b.getInt64(0);
-    llvm::Value* pos = b.getInt64(0);
-    for (int d = 0; d < e.nd; ++d) {
-      llvm::Value* reach = b.CreateMul(b.CreateSub(ashape(q, d), b.getInt64(1)), astride(q, d));
-      neg = b.CreateAdd(neg, b.CreateSelect(b.CreateICmpSLT(reach, b.getInt64(0)), reach, b.getInt64(0)));
-      pos = b.CreateAdd(pos, b.CreateSelect(b.CreateICmpSGT(reach, b.getInt64(0)), reach, b.getInt64(0)));
-    }
-    const int64_t size = dtype_size(e.dt);
-    llvm::Value* base = b.CreatePtrToInt(abase(q), i64);
-    lo = b.CreateAdd(base, b.CreateMul(neg, b.getInt64(size)));
-    hi = b.CreateAdd(base, b.CreateMul(b.CreateAdd(pos, b.getInt64(1)), b.getInt64(size)));
-  };
+  auto span = [&](int q, llvm::Value*& lo, llvm::Value*& hi) { byte_span(q, lo, hi); };
   if (!atype[r].indexable) return b.getTrue();
   llvm::Value *lo, *hi;
   span(r, lo, hi);

@@ -535,7 +535,12 @@ struct Gen {
   // made. `lazy`: registers assigned such an expression (`w = A[:, i] - c`),
   // read only by the consumers that follow (find_lazy), never given a value.
   std::map<int, const FNode*> lazy;
+  // Per lazy register: the arrays it reads (registers), and the array
+  // registers written between its assignment and its last use, checked
+  // not to overlap them where it is assigned (lazy_assign; else a bail).
+  std::map<int, std::set<int>> lazy_reads, lazy_writes;
   void find_lazy();
+  void lazy_assign(int r);
   bool is_view(const FNode& n);
   bool arr_expr(const FNode& n);
   static bool is_reduction(const FNode& n);
@@ -856,6 +861,8 @@ struct Gen {
   // True when the elements of array register `r` may share memory with
   // those of another array register (by the bytes they span).
   llvm::Value* shares_memory(int r);
+  // The bytes [lo, hi) array register q's elements span.
+  void byte_span(int q, llvm::Value*& lo, llvm::Value*& hi);
 
   // ---- the function
   void build(const std::string& name);

@@ -9,7 +9,9 @@
 // a shape mismatch (the interpreter's ValueError), an index out of range and
 // a float sum of more than 128 elements go back to the interpreter (a bail).
 #include <algorithm>
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -21,6 +23,14 @@ namespace {
 
 bool slice_const(const FNode& k) {
   return k.op == Op::Const && k.constant.k == Reg::Obj && k.const_arg && k.const_arg->is_slice();
+}
+
+// start:stop:step with bounds known only when it runs (a constant step).
+bool slice_call(const FNode& k) {
+  if (k.op != Op::Call || !k.spec || k.spec->name != "slice" || k.kids.size() != 3) return false;
+  const FNode& st = k.kids[2];
+  return st.op == Op::Const &&
+         (st.constant.k == Reg::Nil || (st.constant.k == Reg::PyInt && st.constant.i != 0));
 }
 
 bool elementwise_call(const FNode& n) {
@@ -53,12 +63,17 @@ int assigns_to(const FNode& n, int r) {
   return c;
 }
 
-// Nothing in `n` writes into an array or list, assigns a register of
-// `reads`, draws random numbers or loops: the values an expression reads
-// are the same before and after it.
-bool quiet(const FNode& n, const std::set<int>& reads) {
+// Nothing in `n` writes into an array it reads or a list, assigns a
+// register of `reads`, draws random numbers or loops: the values an
+// expression reads are the same before and after it. Element writes into
+// other variables are allowed, their registers put in `writes` (checked not
+// to share memory with what the expression reads: lazy_assign).
+bool quiet(const FNode& n, const std::set<int>& reads, std::set<int>& writes) {
   switch (n.op) {
     case Op::SetItem:
+      if (n.kids.empty() || n.kids[0].op != Op::Var || reads.count(n.kids[0].reg)) return false;
+      writes.insert(n.kids[0].reg);
+      break;
     case Op::Append:
     case Op::While:
     case Op::Uniform:
@@ -74,20 +89,20 @@ bool quiet(const FNode& n, const std::set<int>& reads) {
       break;
   }
   for (const FNode& k : n.kids)
-    if (!quiet(k, reads)) return false;
+    if (!quiet(k, reads, writes)) return false;
   return true;
 }
 
 // The statement that uses the expression last: its outer assignment and
 // element write come after its value.
-bool quiet_last(const FNode& n, const std::set<int>& reads) {
-  if (n.op == Op::Assign && n.kids.size() == 1) return quiet_last(n.kids[0], reads);
+bool quiet_last(const FNode& n, const std::set<int>& reads, std::set<int>& writes) {
+  if (n.op == Op::Assign && n.kids.size() == 1) return quiet_last(n.kids[0], reads, writes);
   if (n.op == Op::SetItem) {
     for (const FNode& k : n.kids)
-      if (!quiet(k, reads)) return false;
+      if (!quiet(k, reads, writes)) return false;
     return true;
   }
-  return quiet(n, reads);
+  return quiet(n, reads, writes);
 }
 
 // Only numbers and reads: safe to evaluate once before the element loop.
@@ -129,7 +144,8 @@ bool Gen::is_view(const FNode& n) {
   const size_t nidx = n.kids.size() - 1;
   if (!e.indexable || nidx > static_cast<size_t>(e.nd)) return false;
   size_t free_dims = static_cast<size_t>(e.nd) - nidx;
-  for (size_t k = 1; k < n.kids.size(); ++k) free_dims += slice_const(n.kids[k]) ? 1 : 0;
+  for (size_t k = 1; k < n.kids.size(); ++k)
+    free_dims += slice_const(n.kids[k]) || slice_call(n.kids[k]) ? 1 : 0;
   return free_dims == 1;
 }
 
@@ -202,14 +218,32 @@ void Gen::find_lazy() {
       std::set<int> reads;
       reads_of(v, lazy, reads);
       bool ok = true;
-      for (size_t j = i + 1; j < last && ok; ++j) ok = quiet(blk.kids[j], reads);
-      if (ok && last > i) ok = quiet_last(blk.kids[last], reads);
+      std::set<int> writes;
+      for (size_t j = i + 1; j < last && ok; ++j) ok = quiet(blk.kids[j], reads, writes);
+      std::set<int> after;  // written after the value: no check
+      if (ok && last > i) ok = quiet_last(blk.kids[last], reads, after);
       if (!ok) continue;
       lazy[r] = &v;
+      lazy_reads[r] = reads;
+      lazy_writes[r] = writes;
       last_of[r] = last;
     }
   };
   walk(loop_body);
+}
+
+void Gen::lazy_assign(int r) {
+  for (int w : lazy_writes[r]) {
+    if (kind[w] != Reg::Arr) continue;  // a list or dict: not an array's memory
+    llvm::Value *wlo, *whi;
+    byte_span(w, wlo, whi);
+    for (int q : lazy_reads[r]) {
+      if (q == w || kind[q] != Reg::Arr || lazy.count(q)) continue;
+      llvm::Value *qlo, *qhi;
+      byte_span(q, qlo, qhi);
+      bail_if(b.CreateAnd(b.CreateICmpULT(wlo, qhi), b.CreateICmpULT(qlo, whi)));
+    }
+  }
 }
 
 void Gen::view_of(const FNode& n) {
@@ -237,24 +271,42 @@ void Gen::view_of(const FNode& n) {
         continue;
       }
       const FNode& k = n.kids[d + 1];
-      if (slice_const(k)) {
-        // Python's slice.indices(ext), for a constant slice.
-        const Slice& sl = k.const_arg->as_slice();
-        const int64_t s = sl.step.value_or(1);
-        if (s == 0) throw Refuse{"a slice step of zero"};
+      if (slice_const(k) || slice_call(k)) {
+        // Python's slice.indices(ext); the step a constant.
+        std::optional<int64_t> cstart, cstop;
+        const FNode *kstart = nullptr, *kstop = nullptr;
+        int64_t s = 1;
+        if (slice_const(k)) {
+          const Slice& sl = k.const_arg->as_slice();
+          s = sl.step.value_or(1);
+          cstart = sl.start;
+          cstop = sl.stop;
+        } else {
+          if (k.kids[2].constant.k == Reg::PyInt) s = k.kids[2].constant.i;
+          if (k.kids[0].op != Op::Const || k.kids[0].constant.k != Reg::Nil) kstart = &k.kids[0];
+          if (k.kids[1].op != Op::Const || k.kids[1].constant.k != Reg::Nil) kstop = &k.kids[1];
+        }
+        if (s == 0 || s == INT64_MIN) throw Refuse{"a slice step of zero"};
         llvm::Value* zero = b.getInt64(0);
-        auto clamp = [&](int64_t v, bool is_start) -> llvm::Value* {
-          llvm::Value* x = b.getInt64(static_cast<uint64_t>(v));
-          if (v < 0) x = b.CreateAdd(x, ext);
+        llvm::Value* m1 = b.getInt64(static_cast<uint64_t>(-1));
+        auto bound = [&](const std::optional<int64_t>& c, const FNode* kn) -> llvm::Value* {
+          llvm::Value* x;
+          if (kn) {
+            CV v = eval(*kn);
+            if (!is_int(static_cast<Reg::Kind>(v.k)) || v.s)
+              throw Refuse{"a slice bound that is not an int"};
+            x = v.v;
+          } else {
+            x = b.getInt64(static_cast<uint64_t>(*c));
+          }
+          x = b.CreateSelect(b.CreateICmpSLT(x, zero), b.CreateAdd(x, ext), x);
           if (s > 0) return smin(smax(x, zero), ext);
-          (void)is_start;
-          return smin(smax(x, b.getInt64(static_cast<uint64_t>(-1))),
-                      b.CreateSub(ext, b.getInt64(1)));
+          return smin(smax(x, m1), b.CreateSub(ext, b.getInt64(1)));
         };
-        llvm::Value* lo = sl.start ? clamp(*sl.start, true)
-                                   : (s > 0 ? zero : b.CreateSub(ext, b.getInt64(1)));
-        llvm::Value* hi = sl.stop ? clamp(*sl.stop, false)
-                                  : (s > 0 ? ext : b.getInt64(static_cast<uint64_t>(-1)));
+        const bool has_start = cstart || kstart, has_stop = cstop || kstop;
+        llvm::Value* lo = has_start ? bound(cstart, kstart)
+                                    : (s > 0 ? zero : b.CreateSub(ext, b.getInt64(1)));
+        llvm::Value* hi = has_stop ? bound(cstop, kstop) : (s > 0 ? ext : m1);
         llvm::Value* span = s > 0 ? b.CreateSub(hi, lo) : b.CreateSub(lo, hi);
         const int64_t as = s > 0 ? s : -s;
         // ceil(span / |s|) when positive, else 0
@@ -324,6 +376,14 @@ CV Gen::elem_leaf(const FNode& n) {
 
 void Gen::count_expr(const FNode& n) {
   if (elem_const.count(&n)) return;  // counted when evaluated
+  if (elem_view.count(&n)) {         // its indices counted when evaluated
+    if (n.op != Op::GetItem) return;
+    count(n.counter);
+    for (int c : n.also_count) count(c);
+    for (const FNode& k : n.kids)
+      if (slice_call(k)) count(k.slot);
+    return;
+  }
   if (n.op == Op::Var && lazy.count(n.reg)) {
     count_expr(*lazy[n.reg]);
     return;
