@@ -557,7 +557,15 @@ struct Gen {
   // Evaluates the leaves of expression `n` (its views' descriptors, its
   // numbers), left to right, and checks their lengths broadcast.
   void elem_prepare(const FNode& n);
-  void view_of(const FNode& n);
+  // The view n's indices select (GetItem: kids[1...]; SetItem: kids[2...]).
+  void view_of(const FNode& n, size_t first = 1);
+  // start:stop:step as an index (a constant, or bounds known at run time).
+  static bool slice_index(const FNode& k);
+  // x[i, :] = e, x[a:b] = e of an array expression or a number: one loop
+  // writing each element (logged), e's views checked not to overlap x's
+  // elements unless they are the same view.
+  bool slice_write_of(const FNode& n);
+  CV slice_write(const FNode& n);
   CV elem_leaf(const FNode& n);
   void count_expr(const FNode& n);
   CV reduce(const FNode& n);

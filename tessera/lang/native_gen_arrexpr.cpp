@@ -134,6 +134,8 @@ bool Gen::is_reduction(const FNode& n) {
   return s == "sum" || s == "mean" || s == "max" || s == "min" || s == "amax" || s == "amin";
 }
 
+bool Gen::slice_index(const FNode& k) { return slice_const(k) || slice_call(k); }
+
 bool Gen::is_view(const FNode& n) {
   if (n.op == Op::Var) {
     const int r = n.reg;
@@ -246,7 +248,7 @@ void Gen::lazy_assign(int r) {
   }
 }
 
-void Gen::view_of(const FNode& n) {
+void Gen::view_of(const FNode& n, size_t first) {
   llvm::Value *base, *len, *step;
   int r;
   if (n.op == Op::Var) {
@@ -261,7 +263,7 @@ void Gen::view_of(const FNode& n) {
     base = b.getInt64(0);
     len = nullptr;
     step = nullptr;
-    const size_t nidx = n.kids.size() - 1;
+    const size_t nidx = n.kids.size() - first;
     for (size_t d = 0; d < static_cast<size_t>(e.nd); ++d) {
       llvm::Value* ext = ashape(r, d);
       llvm::Value* st = astride(r, d);
@@ -270,7 +272,7 @@ void Gen::view_of(const FNode& n) {
         step = st;
         continue;
       }
-      const FNode& k = n.kids[d + 1];
+      const FNode& k = n.kids[d + first];
       if (slice_const(k) || slice_call(k)) {
         // Python's slice.indices(ext); the step a constant.
         std::optional<int64_t> cstart, cstop;
@@ -518,6 +520,136 @@ CV Gen::reduce(const FNode& n) {
   if (is_mean) return CV{Reg::NpFloat, b.CreateFDiv(res, b.CreateSIToFP(len, f64))};
   if (is_sum) return CV{as_float ? Reg::NpFloat : Reg::NpInt, res};
   return CV{ek, res};
+}
+
+bool Gen::slice_write_of(const FNode& n) {
+  const ArrT& e = atype[n.kids[0].reg];
+  const size_t nidx = n.kids.size() - 2;
+  if (!e.indexable || nidx > static_cast<size_t>(e.nd)) return false;
+  size_t slices = 0;
+  for (size_t k = 2; k < n.kids.size(); ++k) slices += slice_index(n.kids[k]) ? 1 : 0;
+  return slices > 0;
+}
+
+CV Gen::slice_write(const FNode& n) {
+  const int r = n.kids[0].reg;
+  const ArrT& e = atype[r];
+  const size_t nidx = n.kids.size() - 2;
+  size_t free_dims = static_cast<size_t>(e.nd) - nidx;
+  for (size_t k = 2; k < n.kids.size(); ++k) free_dims += slice_index(n.kids[k]) ? 1 : 0;
+  if (free_dims != 1) throw Refuse{"a slice write that is not 1-d"};
+  if (!e.writable) throw Refuse{"a slice write into an array that is not writable"};
+  if (e.dt != DType::float64 && e.dt != DType::int64 && e.dt != DType::bool_)
+    throw Refuse{std::string("a slice write into an array of dtype ") + std::string(dtype_name(e.dt))};
+  if (sites) throw Refuse{"a slice write in a turn without loops"};
+  // The value first, then the destination (setitem's operands in order).
+  const FNode& v = n.kids[1];
+  llvm::Value* saved_len = elem_len;
+  elem_len = b.getInt64(1);
+  const bool is_arr = arr_expr(v);
+  if (is_arr) {
+    elem_prepare(v);
+  } else {
+    CV c = eval(v);
+    if (c.k == kDyn || !is_scalar(static_cast<Reg::Kind>(c.k)))
+      throw Refuse{"a slice write of what is not a number or an array expression"};
+    elem_const[&v] = c;
+  }
+  llvm::Value* vlen = elem_len;
+  elem_len = b.getInt64(1);
+  view_of(n, 2);
+  const ViewLeaf dst = elem_view.at(&n);
+  elem_view.erase(&n);
+  elem_len = saved_len;
+  // NumPy broadcasts the value to the destination's length (else ValueError).
+  bail_if(b.CreateAnd(b.CreateICmpNE(vlen, b.getInt64(1)), b.CreateICmpNE(vlen, dst.len)));
+  // What the value reads must not be what the loop writes before reading
+  // it (NumPy computes the value first): the same view, or no common byte.
+  auto span = [&](const ViewLeaf& w, llvm::Value*& lo, llvm::Value*& hi) {
+    const int64_t size = w.dt == DType::bool_ ? 1 : 8;
+    llvm::Value* reach = b.CreateMul(b.CreateSub(w.len, b.getInt64(1)), w.step);
+    llvm::Value* base = b.CreatePtrToInt(w.base, i64);
+    lo = b.CreateAdd(base, b.CreateMul(smin(reach, b.getInt64(0)), b.getInt64(size)));
+    hi = b.CreateAdd(base, b.CreateMul(b.CreateAdd(smax(reach, b.getInt64(0)), b.getInt64(1)),
+                                       b.getInt64(size)));
+  };
+  llvm::Value *dlo, *dhi;
+  span(dst, dlo, dhi);
+  std::function<void(const FNode&)> check = [&](const FNode& x) {
+    if (x.op == Op::Var && lazy.count(x.reg)) {
+      check(*lazy.at(x.reg));
+      return;
+    }
+    if (elem_const.count(&x)) return;
+    if (auto it = elem_view.find(&x); it != elem_view.end() && is_view(x)) {
+      const ViewLeaf& w = it->second;
+      llvm::Value *lo, *hi;
+      span(w, lo, hi);
+      llvm::Value* same = b.getFalse();
+      if (w.dt == dst.dt)
+        same = b.CreateAnd(b.CreateICmpEQ(b.CreatePtrToInt(w.base, i64), b.CreatePtrToInt(dst.base, i64)),
+                           b.CreateICmpEQ(w.step, dst.step));
+      llvm::Value* meet = b.CreateAnd(b.CreateICmpULT(lo, dhi), b.CreateICmpULT(dlo, hi));
+      meet = b.CreateAnd(meet, b.CreateICmpSGT(w.len, b.getInt64(0)));
+      bail_if(b.CreateAnd(b.CreateAnd(meet, b.CreateICmpSGT(dst.len, b.getInt64(0))), b.CreateNot(same)));
+      return;
+    }
+    for (const FNode& k : x.kids) check(k);
+  };
+  if (is_arr) check(v);
+  llvm::Type* t = e.dt == DType::float64 ? f64 : e.dt == DType::int64 ? i64 : i8;
+  const unsigned size = e.dt == DType::bool_ ? 1 : 8;
+  llvm::Type* it = b.getIntNTy(size * 8);
+  llvm::IRBuilder<> eb(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::Value* ta = eb.CreateAlloca(i64);
+  b.CreateStore(b.getInt64(0), ta);
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "slice_head", fn);
+  llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "slice_body", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "slice_done", fn);
+  b.CreateBr(head);
+  b.SetInsertPoint(head);
+  llvm::Value* ti = b.CreateLoad(i64, ta);
+  b.CreateCondBr(b.CreateICmpSLT(ti, dst.len), body, done);
+  b.SetInsertPoint(body);
+  llvm::Value* saved_t = elem_t;
+  elem_t = ti;
+  CV x = eval(v);
+  elem_t = saved_t;
+  const auto xk = static_cast<Reg::Kind>(x.k);
+  if (x.k == kDyn || x.s || !is_scalar(xk) || is_narrow(xk))
+    throw Refuse{"a slice write of elements that are not float64, int64 or bool"};
+  // NumPy's cast into the destination's dtype: exact ones only (a float into
+  // int64 or bool, an int into bool: the interpreter's).
+  llvm::Value* xv;
+  if (e.dt == DType::float64) {
+    xv = is_float(xk) ? x.v : is_int(xk) ? b.CreateSIToFP(x.v, f64) : b.CreateUIToFP(x.v, f64);
+  } else if (e.dt == DType::int64) {
+    if (is_float(xk)) throw Refuse{"a slice write of floats into int64"};
+    xv = is_int(xk) ? x.v : b.CreateZExt(x.v, i64);
+  } else {
+    if (!is_bool(xk)) throw Refuse{"a slice write of numbers into bool"};
+    xv = b.CreateZExt(x.v, i8);
+  }
+  llvm::Value* p = b.CreateGEP(t, b.CreateBitCast(dst.base, t->getPointerTo()), b.CreateMul(ti, dst.step));
+  if (slot_fresh[r]) {
+    llvm::BasicBlock* lg = llvm::BasicBlock::Create(ctx, "slice_log", fn);
+    llvm::BasicBlock* nx = llvm::BasicBlock::Create(ctx, "slice_logged", fn);
+    b.CreateCondBr(fresh_of(r), nx, lg);
+    b.SetInsertPoint(lg);
+    log_or_snapshot(r, p, it, size);
+    b.CreateBr(nx);
+    b.SetInsertPoint(nx);
+  } else {
+    log_or_snapshot(r, p, it, size);
+  }
+  b.CreateStore(xv, p);
+  b.CreateStore(b.CreateAdd(ti, b.getInt64(1)), ta);
+  b.CreateBr(head);
+  b.SetInsertPoint(done);
+  if (is_arr) count_expr(v);
+  count(n.counter);
+  for (int c : n.also_count) count(c);
+  return CV{Reg::Arr, nullptr, nullptr, r};
 }
 
 }  // namespace tessera::native_gen

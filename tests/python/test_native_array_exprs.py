@@ -121,6 +121,56 @@ def escapes(A):
     return s, w
 
 
+def scale_rows(X, c):
+    # Written into a slice: a row of the result, from a row and a column.
+    n, m = X.shape
+    out = np.zeros((n, m))
+    for i in range(n):
+        out[i, :] = X[i, :] * c + X[i, 0]
+        out[i, 0:m:2] = np.sqrt(out[i, ::2]) - 1.0
+    return out
+
+
+def int_slices(a, b):
+    # int64 destination: int64 values; a number into a stepped slice.
+    for i in range(b.shape[0]):
+        a[i, :] = b[i, :] * 3 - a[i, :]
+        a[i, 1::2] = 7
+    return a
+
+
+def shift(x, k):
+    # The value reads what the write would change first: NumPy computes the
+    # value first, so native code leaves this to the interpreter (a bail).
+    for i in range(k):
+        x[1:] = x[:-1] + 1.0
+    return x
+
+
+def in_place(X):
+    # The same view read and written: element by element is NumPy's result.
+    for i in range(X.shape[0]):
+        X[i, :] = X[i, :] * 2.0 + 1.0
+    return X
+
+
+def write_mismatch(X, y):
+    for i in range(X.shape[0]):
+        X[i, :] = y[0:3] * 2.0
+    return X
+
+
+def written_between(A, out):
+    # An element write between the local's assignment and its use, into an
+    # array that may be a view of what the local reads.
+    s = 0.0
+    for j in range(A.shape[1]):
+        w = A[:, j] * 2.0
+        out[j] = j
+        s += w.sum()
+    return s
+
+
 def _rng(seed=0):
     return np.random.default_rng(seed)
 
@@ -163,12 +213,22 @@ def cases():
     out.append((mismatch, (_rng(12).random((5, 4)), _rng(13).random((4, 4)))))
     out.append((out_of_range, (_rng(14).random((5, 4)), 6)))
     out.append((escapes, (_rng(15).random((4, 6)),)))
+    for lay in LAYOUTS:
+        out.append((scale_rows, (_mat(lay, (5, 7), seed=16), 1.5)))
+        out.append((in_place, (_mat(lay, (4, 6), seed=17),)))
+    out.append((int_slices, (_rng(18).integers(-9, 9, size=(4, 6)), _rng(19).integers(-9, 9, size=(4, 6)))))
+    out.append((shift, (np.arange(8.0), 3)))
+    out.append((write_mismatch, (_rng(20).random((3, 4)), _rng(21).random(5))))
+    A = _rng(22).random((4, 6))
+    out.append((written_between, (A, _rng(23).random(6))))
+    out.append((written_between, (A, A[0])))  # writes what the local reads
     return out
 
 
 CASES = cases()
 NATIVE = (wdist, row_stats, chained, slices, ints, sum_lengths, nan_max, broadcast,
-          mismatch, out_of_range)
+          mismatch, out_of_range, scale_rows, int_slices, shift, in_place, write_mismatch,
+          written_between)
 
 
 @pytest.mark.parametrize("f, args", CASES, ids=[f"{f.__name__}-{i}" for i, (f, _) in
@@ -197,14 +257,16 @@ def test_dtypes():
     assert tessera.jit(row_stats)(X, 0.5).dtype == np.float64
 
 
-@pytest.mark.parametrize("f, args", [(mismatch, (_rng(12).random((5, 4)), _rng(13).random((4, 4)))),
-                                     (out_of_range, (_rng(14).random((5, 4)), 6))])
-def test_errors_at_the_users_line(f, args):
+@pytest.mark.parametrize("f, args, at", [
+    (mismatch, (_rng(12).random((5, 4)), _rng(13).random((4, 4))), 3),
+    (out_of_range, (_rng(14).random((5, 4)), 6), 3),
+    (write_mismatch, (_rng(20).random((3, 4)), _rng(21).random(5)), 2)])
+def test_errors_at_the_users_line(f, args, at):
     with pytest.raises(Exception) as want:
         f(*args)
     with pytest.raises(type(want.value)) as got:
         tessera.jit(f)(*args)
-    line = f.__code__.co_firstlineno + 3  # the line of the array expression
+    line = f.__code__.co_firstlineno + at  # the line of the array expression
     assert f"test_native_array_exprs.py:{line}" in str(got.value), str(got.value)
 
 
