@@ -406,48 +406,58 @@ CV Gen::reduce(const FNode& n) {
   elem_len = saved_len;
   const bool is_sum = name == "sum", is_mean = name == "mean";
   const bool is_max = name == "max" || name == "amax";
-  if (is_sum || is_mean) {
-    // NumPy's pairwise summation: blocks of 8 partial sums up to 128
-    // elements; longer, the interpreter's (its halves).
-    bail_if(b.CreateICmpSGT(len, b.getInt64(128)));
-  }
   if (!is_sum) bail_if(b.CreateICmpEQ(len, b.getInt64(0)));  // NumPy's error (or mean's nan)
-  llvm::Value* n8 = b.CreateSelect(b.CreateICmpSGE(len, b.getInt64(8)),
-                                   b.CreateAnd(len, b.getInt64(~int64_t{7})), b.getInt64(0));
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-  llvm::Value* ta = e.CreateAlloca(i64);
-  b.CreateStore(b.getInt64(0), ta);
+  auto slot = [&](llvm::Type* t) { return e.CreateAlloca(t); };
+  // The elements are reduced by leaves [leaf_at, leaf_at + leaf_n): the
+  // whole range, or for a float sum longer than 128 elements the leaves of
+  // NumPy's pairwise recursion, walked with a stack of the nodes above
+  // (start, length, stage: 0 new, 1 left child done, 2 both; the left
+  // child's sum), `ret` the sum of the node just finished.
+  llvm::Value* leaf_at = slot(i64);
+  llvm::Value* leaf_n = slot(i64);
+  llvm::Value* ua = slot(i64);
+  llvm::BasicBlock* leaf = llvm::BasicBlock::Create(ctx, "elem_leaf", fn);
   llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "elem_head", fn);
   llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "elem_body", fn);
+  llvm::BasicBlock* leaf_end = llvm::BasicBlock::Create(ctx, "elem_leaf_end", fn);
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "elem_done", fn);
-  // The accumulators, made once the element's kind is known.
-  llvm::Value *acc = nullptr, *parts = nullptr;
-  int ek = -1;
+  b.CreateStore(b.getInt64(0), leaf_at);
+  b.CreateStore(len, leaf_n);
   llvm::BasicBlock* pre = b.GetInsertBlock();
+  b.CreateBr(leaf);  // replaced below for a pairwise sum
+  b.SetInsertPoint(leaf);
+  llvm::Value* ln = b.CreateLoad(i64, leaf_n);
+  llvm::Value* l0 = b.CreateLoad(i64, leaf_at);
+  llvm::Value* n8 = b.CreateSelect(b.CreateICmpSGE(ln, b.getInt64(8)),
+                                   b.CreateAnd(ln, b.getInt64(~int64_t{7})), b.getInt64(0));
+  b.CreateStore(b.getInt64(0), ua);
+  llvm::BasicBlock* leaf_init = b.GetInsertBlock();
   b.CreateBr(head);
   b.SetInsertPoint(head);
-  llvm::Value* t = b.CreateLoad(i64, ta);
-  b.CreateCondBr(b.CreateICmpSLT(t, len), body, done);
+  llvm::Value* u = b.CreateLoad(i64, ua);
+  b.CreateCondBr(b.CreateICmpSLT(u, ln), body, leaf_end);
   b.SetInsertPoint(body);
   llvm::Value* saved_t = elem_t;
-  elem_t = t;
+  elem_t = b.CreateAdd(l0, u);
   CV v = eval(x);
   elem_t = saved_t;
-  ek = v.k;
+  const int ek = v.k;
   if (v.k == kDyn || v.s || (ek != Reg::NpFloat && ek != Reg::NpInt && ek != Reg::NpBool))
     throw Refuse{"an array expression whose elements are not float64, int64 or bool"};
   const bool as_float = ek == Reg::NpFloat || is_mean;
+  const bool pairwise = (is_sum || is_mean) && as_float;
   llvm::Value* x0 = v.v;
   if (is_mean && ek != Reg::NpFloat)
     x0 = ek == Reg::NpInt ? b.CreateSIToFP(x0, f64) : b.CreateUIToFP(x0, f64);
   if ((is_sum || is_mean) && !as_float && ek == Reg::NpBool) x0 = b.CreateZExt(x0, i64);
   llvm::Type* at = as_float ? f64 : (ek == Reg::NpBool && !is_sum ? i1 : i64);
-  acc = e.CreateAlloca(at);
+  llvm::Value* acc = slot(at);
   {
-    // Stored before the loop (its block branches to head).
-    llvm::IRBuilder<> pb(pre->getTerminator());
-    pb.CreateStore(as_float ? llvm::ConstantFP::get(f64, 0.0) : llvm::Constant::getNullValue(at), acc);
+    llvm::IRBuilder<> lb(leaf_init->getTerminator());
+    lb.CreateStore(as_float ? llvm::ConstantFP::get(f64, 0.0) : llvm::Constant::getNullValue(at), acc);
   }
+  llvm::Value* parts = pairwise ? e.CreateAlloca(f64, b.getInt64(8)) : nullptr;
   auto tree = [&](llvm::IRBuilder<>& q) {
     llvm::Value* r[8];
     for (int j = 0; j < 8; ++j) r[j] = q.CreateLoad(f64, q.CreateConstInBoundsGEP1_64(f64, parts, j));
@@ -455,21 +465,21 @@ CV Gen::reduce(const FNode& n) {
                         q.CreateFAdd(q.CreateFAdd(r[4], r[5]), q.CreateFAdd(r[6], r[7])));
   };
   llvm::BasicBlock* next = llvm::BasicBlock::Create(ctx, "elem_next", fn);
-  if ((is_sum || is_mean) && as_float) {
-    parts = e.CreateAlloca(f64, b.getInt64(8));
+  if (pairwise) {
+    // NumPy's pairwise_sum of a leaf: 8 partial sums from 8 elements on.
     llvm::BasicBlock* blk = llvm::BasicBlock::Create(ctx, "elem_block8", fn);
     llvm::BasicBlock* tail = llvm::BasicBlock::Create(ctx, "elem_tail", fn);
-    b.CreateCondBr(b.CreateICmpSLT(t, n8), blk, tail);
+    b.CreateCondBr(b.CreateICmpSLT(u, n8), blk, tail);
     b.SetInsertPoint(blk);
-    llvm::Value* slot = b.CreateInBoundsGEP(f64, parts, b.CreateAnd(t, b.getInt64(7)));
-    llvm::Value* old = b.CreateLoad(f64, slot);
-    b.CreateStore(b.CreateSelect(b.CreateICmpSLT(t, b.getInt64(8)), x0, b.CreateFAdd(old, x0)), slot);
+    llvm::Value* ps = b.CreateInBoundsGEP(f64, parts, b.CreateAnd(u, b.getInt64(7)));
+    llvm::Value* old = b.CreateLoad(f64, ps);
+    b.CreateStore(b.CreateSelect(b.CreateICmpSLT(u, b.getInt64(8)), x0, b.CreateFAdd(old, x0)), ps);
     b.CreateBr(next);
     b.SetInsertPoint(tail);
     // The first element after the blocks starts from their sum.
     llvm::BasicBlock* first = llvm::BasicBlock::Create(ctx, "elem_tail_first", fn);
     llvm::BasicBlock* add = llvm::BasicBlock::Create(ctx, "elem_tail_add", fn);
-    b.CreateCondBr(b.CreateAnd(b.CreateICmpEQ(t, n8), b.CreateICmpSGT(n8, b.getInt64(0))), first, add);
+    b.CreateCondBr(b.CreateAnd(b.CreateICmpEQ(u, n8), b.CreateICmpSGT(n8, b.getInt64(0))), first, add);
     b.SetInsertPoint(first);
     b.CreateStore(tree(b), acc);
     b.CreateBr(add);
@@ -491,30 +501,106 @@ CV Gen::reduce(const FNode& n) {
     } else {
       better = is_max ? b.CreateICmpSGT(x0, m) : b.CreateICmpSLT(x0, m);
     }
-    better = b.CreateOr(better, b.CreateICmpEQ(t, b.getInt64(0)));
+    better = b.CreateOr(better, b.CreateICmpEQ(u, b.getInt64(0)));
     b.CreateStore(b.CreateSelect(better, x0, m), acc);
     b.CreateBr(next);
   }
   b.SetInsertPoint(next);
-  b.CreateStore(b.CreateAdd(t, b.getInt64(1)), ta);
+  b.CreateStore(b.CreateAdd(u, b.getInt64(1)), ua);
   b.CreateBr(head);
-  b.SetInsertPoint(done);
-  llvm::Value* res = b.CreateLoad(at, acc);
-  if ((is_sum || is_mean) && as_float) {
-    // No element after the blocks: their sum.
-    llvm::BasicBlock* only = llvm::BasicBlock::Create(ctx, "elem_blocks_only", fn);
-    llvm::BasicBlock* fin = llvm::BasicBlock::Create(ctx, "elem_sum", fn);
-    llvm::BasicBlock* from = b.GetInsertBlock();
-    b.CreateCondBr(b.CreateAnd(b.CreateICmpEQ(n8, len), b.CreateICmpSGT(n8, b.getInt64(0))), only, fin);
-    b.SetInsertPoint(only);
-    llvm::Value* ts = tree(b);
-    b.CreateBr(fin);
-    b.SetInsertPoint(fin);
-    llvm::PHINode* phi = b.CreatePHI(f64, 2);
-    phi->addIncoming(res, from);
-    phi->addIncoming(ts, only);
-    res = phi;
+  b.SetInsertPoint(leaf_end);
+  llvm::Value* res;
+  if (!pairwise) {
+    res = b.CreateLoad(at, acc);
+    b.CreateBr(done);
+  } else {
+    // The leaf's sum (the blocks' alone when no element follows them).
+    llvm::Value* ret = slot(f64);
+    llvm::Value* only = b.CreateAnd(b.CreateICmpEQ(n8, ln), b.CreateICmpSGT(n8, b.getInt64(0)));
+    llvm::BasicBlock* only_b = llvm::BasicBlock::Create(ctx, "elem_blocks_only", fn);
+    llvm::BasicBlock* acc_b = llvm::BasicBlock::Create(ctx, "elem_acc", fn);
+    llvm::BasicBlock* after = llvm::BasicBlock::Create(ctx, "elem_after_node", fn);
+    b.CreateCondBr(only, only_b, acc_b);
+    b.SetInsertPoint(only_b);
+    b.CreateStore(tree(b), ret);
+    b.CreateBr(after);
+    b.SetInsertPoint(acc_b);
+    b.CreateStore(b.CreateLoad(f64, acc), ret);
+    b.CreateBr(after);
+    // The recursion over nodes longer than 128 elements.
+    llvm::Type* a64 = llvm::ArrayType::get(i64, 64);
+    llvm::Value* st_at = e.CreateAlloca(a64);
+    llvm::Value* st_n = e.CreateAlloca(a64);
+    llvm::Value* st_stage = e.CreateAlloca(a64);
+    llvm::Value* st_val = e.CreateAlloca(llvm::ArrayType::get(f64, 64));
+    llvm::Value* sp = slot(i64);
+    llvm::Value* c_at = slot(i64);
+    llvm::Value* c_n = slot(i64);
+    auto item = [&](llvm::Value* arr, llvm::Type* t, llvm::Value* k) {
+      return b.CreateInBoundsGEP(llvm::ArrayType::get(t, 64), arr, {b.getInt64(0), k});
+    };
+    llvm::BasicBlock* visit = llvm::BasicBlock::Create(ctx, "pw_visit", fn);
+    llvm::BasicBlock* disp = llvm::BasicBlock::Create(ctx, "pw_node", fn);
+    // Before: the whole range a leaf, or the root pushed.
+    pre->getTerminator()->eraseFromParent();
+    b.SetInsertPoint(pre);
+    b.CreateStore(b.getInt64(0), sp);
+    b.CreateStore(b.getInt64(0), c_at);
+    b.CreateStore(len, c_n);
+    b.CreateBr(visit);
+    // A node: a leaf (at most 128 elements) or pushed.
+    b.SetInsertPoint(visit);
+    llvm::Value* vat = b.CreateLoad(i64, c_at);
+    llvm::Value* vn = b.CreateLoad(i64, c_n);
+    llvm::BasicBlock* push = llvm::BasicBlock::Create(ctx, "pw_push", fn);
+    llvm::BasicBlock* to_leaf = llvm::BasicBlock::Create(ctx, "pw_leaf", fn);
+    b.CreateCondBr(b.CreateICmpSLE(vn, b.getInt64(128)), to_leaf, push);
+    b.SetInsertPoint(to_leaf);
+    b.CreateStore(vat, leaf_at);
+    b.CreateStore(vn, leaf_n);
+    b.CreateBr(leaf);
+    b.SetInsertPoint(push);
+    llvm::Value* k = b.CreateLoad(i64, sp);
+    b.CreateStore(vat, item(st_at, i64, k));
+    b.CreateStore(vn, item(st_n, i64, k));
+    b.CreateStore(b.getInt64(0), item(st_stage, i64, k));
+    b.CreateStore(b.CreateAdd(k, b.getInt64(1)), sp);
+    b.CreateBr(disp);
+    // After a node: its parent's next step, or the end.
+    b.SetInsertPoint(after);
+    b.CreateCondBr(b.CreateICmpEQ(b.CreateLoad(i64, sp), b.getInt64(0)), done, disp);
+    b.SetInsertPoint(disp);
+    llvm::Value* top = b.CreateSub(b.CreateLoad(i64, sp), b.getInt64(1));
+    llvm::Value* tat = b.CreateLoad(i64, item(st_at, i64, top));
+    llvm::Value* tn = b.CreateLoad(i64, item(st_n, i64, top));
+    llvm::Value* stage = b.CreateLoad(i64, item(st_stage, i64, top));
+    llvm::Value* half = b.CreateSDiv(tn, b.getInt64(2));
+    llvm::Value* m = b.CreateSub(half, b.CreateSRem(half, b.getInt64(8)));
+    llvm::BasicBlock* s0 = llvm::BasicBlock::Create(ctx, "pw_left", fn);
+    llvm::BasicBlock* s1 = llvm::BasicBlock::Create(ctx, "pw_right", fn);
+    llvm::BasicBlock* s2 = llvm::BasicBlock::Create(ctx, "pw_join", fn);
+    llvm::SwitchInst* sw = b.CreateSwitch(stage, s2, 2);
+    sw->addCase(b.getInt64(0), s0);
+    sw->addCase(b.getInt64(1), s1);
+    b.SetInsertPoint(s0);
+    b.CreateStore(b.getInt64(1), item(st_stage, i64, top));
+    b.CreateStore(tat, c_at);
+    b.CreateStore(m, c_n);
+    b.CreateBr(visit);
+    b.SetInsertPoint(s1);
+    b.CreateStore(b.CreateLoad(f64, ret), item(st_val, f64, top));
+    b.CreateStore(b.getInt64(2), item(st_stage, i64, top));
+    b.CreateStore(b.CreateAdd(tat, m), c_at);
+    b.CreateStore(b.CreateSub(tn, m), c_n);
+    b.CreateBr(visit);
+    b.SetInsertPoint(s2);
+    b.CreateStore(b.CreateFAdd(b.CreateLoad(f64, item(st_val, f64, top)), b.CreateLoad(f64, ret)), ret);
+    b.CreateStore(top, sp);
+    b.CreateBr(after);
+    b.SetInsertPoint(done);
+    res = b.CreateLoad(f64, ret);
   }
+  if (!pairwise) b.SetInsertPoint(done);
   count_expr(x);
   count(n.slot);
   if (is_mean) return CV{Reg::NpFloat, b.CreateFDiv(res, b.CreateSIToFP(len, f64))};

@@ -82,6 +82,14 @@ def sum_lengths(x, n):
     return out
 
 
+def long_sums(x, ks):
+    # Longer runs: NumPy's recursion into halves (the first a multiple of 8).
+    out = np.zeros(len(ks))
+    for i in range(len(ks)):
+        out[i] = (x[0:ks[i]] * 0.5).sum() + x[0:ks[i]].mean()
+    return out
+
+
 def nan_max(x, y):
     out = np.zeros(2)
     for i in range(1):
@@ -207,6 +215,7 @@ def cases():
     big = np.array([2 ** 62, 2 ** 62, -3], dtype=np.int64)
     out.append((ints, (big, np.full((4, 3), 3, dtype=np.int64))))
     out.append((sum_lengths, (_rng(10).standard_normal(300) * 1e3, 300)))
+    out.append((long_sums, (_rng(24).standard_normal(3000), np.array([0, 7, 130, 999, 3000]))))
     out.append((nan_max, (np.array([1.0, np.nan, 3.0]), np.array([0.5, 0.5, 0.5]))))
     out.append((nan_max, (np.array([1.0, 2.0, -3.0]), np.array([0.5, -7.5, 0.5]))))
     out.append((broadcast, (_mat("contiguous", (5, 8)), _mat("fortran", (3, 8), seed=11))))
@@ -226,7 +235,7 @@ def cases():
 
 
 CASES = cases()
-NATIVE = (wdist, row_stats, chained, slices, ints, sum_lengths, nan_max, broadcast,
+NATIVE = (wdist, row_stats, chained, slices, ints, sum_lengths, long_sums, nan_max, broadcast,
           mismatch, out_of_range, scale_rows, int_slices, shift, in_place, write_mismatch,
           written_between)
 
@@ -239,10 +248,13 @@ def test_agrees_with_numpy(f, args):
 
 def test_sums_have_numpys_bits():
     # Pairwise summation as NumPy's: 8 partial sums from 8 elements, one
-    # run up to 128; longer runs go to the interpreter, which splits them.
+    # run up to 128, longer runs split in halves.
     x = _rng(16).standard_normal(300) * 1e3
     got = tessera.jit(sum_lengths)(x, 300)
     assert got.tobytes() == sum_lengths(x, 300).tobytes()
+    ks = np.array([129, 255, 256, 257, 1000, 4097, 20001])
+    y = _rng(17).standard_normal(20001)
+    assert tessera.jit(long_sums)(y, ks).tobytes() == long_sums(y, ks).tobytes()
     A, B, W = _mat("contiguous", (9, 40), 1), _mat("stepped", (9, 30), 2), _mat("fortran", (9, 40), 3)
     assert tessera.jit(wdist)(A, B, W + 0.5).tobytes() == wdist(A, B, W + 0.5).tobytes()
 
