@@ -6,7 +6,8 @@
 // (what the loop's tree shows before any code: rebinding arrays, lists),
 // native_gen_scalars.cpp (arithmetic and math calls), native_gen_arrays.cpp
 // (array registers, element reads and writes, the write log),
-// native_gen_containers.cpp (lists, lists of lists, strings, dicts and sets),
+// native_gen_arrexpr.cpp (array expressions over 1-d views: reductions and
+// slice writes, one loop each), native_gen_containers.cpp (lists, lists of lists, strings, dicts and sets),
 // native_gen_loops.cpp (nested and range loops, their chunks and versions) and
 // native_gen_bounds.cpp (the index intervals checked once before a range loop).
 // Private to those files and native.cpp.
