@@ -568,6 +568,7 @@ struct Gen {
   bool slice_write_of(const FNode& n);
   CV slice_write(const FNode& n);
   CV elem_leaf(const FNode& n);
+  CV elem_where(const FNode& n);
   void count_expr(const FNode& n);
   CV reduce(const FNode& n);
 

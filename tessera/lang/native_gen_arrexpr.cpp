@@ -41,6 +41,10 @@ bool elementwise_call(const FNode& n) {
   return n.op == Op::Call && n.spec && n.kids.size() == 1 && names.count(n.spec->name);
 }
 
+bool where_call(const FNode& n) {
+  return n.op == Op::Call && n.spec && n.spec->name == "where" && n.kids.size() == 3;
+}
+
 // The registers `n` reads (through the definitions of lazy registers too).
 void reads_of(const FNode& n, const std::map<int, const FNode*>& lazy, std::set<int>& out) {
   if (n.op == Op::Var) {
@@ -156,7 +160,37 @@ bool Gen::arr_expr(const FNode& n) {
   if (n.op == Op::Var) return lazy.count(n.reg) > 0;
   if (n.op == Op::Binary && n.kids.size() == 2) return arr_expr(n.kids[0]) || arr_expr(n.kids[1]);
   if (elementwise_call(n)) return arr_expr(n.kids[0]);
+  if (where_call(n)) return arr_expr(n.kids[0]) || arr_expr(n.kids[1]) || arr_expr(n.kids[2]);
   return false;
+}
+
+CV Gen::elem_where(const FNode& n) {
+  // np.where(c, x, y): all three evaluated, as NumPy does; the result's
+  // dtype NumPy's promotion of x and y (Python numbers weak).
+  CV c = eval(n.kids[0]);
+  CV x = eval(n.kids[1]);
+  CV y = eval(n.kids[2]);
+  for (const CV* v : {&c, &x, &y}) {
+    if (v->k == kDyn || v->s || !is_scalar(static_cast<Reg::Kind>(v->k)) ||
+        is_narrow(v->k))
+      throw Refuse{"np.where of what is not a float64, int64 or bool"};
+  }
+  const auto kx = static_cast<Reg::Kind>(x.k), ky = static_cast<Reg::Kind>(y.k);
+  llvm::Value* t = truth(c);
+  int rk;
+  llvm::Value *xv = x.v, *yv = y.v;
+  if (is_bool(kx) && is_bool(ky)) {
+    rk = Reg::NpBool;
+  } else if (is_bool(kx) || is_bool(ky)) {
+    throw Refuse{"np.where of a bool and a number"};
+  } else if (is_int(kx) && is_int(ky)) {
+    rk = Reg::NpInt;
+  } else {
+    rk = Reg::NpFloat;
+    if (is_int(kx)) xv = b.CreateSIToFP(xv, f64);
+    if (is_int(ky)) yv = b.CreateSIToFP(yv, f64);
+  }
+  return CV{rk, b.CreateSelect(t, xv, yv)};
 }
 
 void Gen::find_lazy() {

@@ -179,6 +179,25 @@ def written_between(A, out):
     return s
 
 
+def wheres(X, t):
+    # np.where: its dtype from its two values (Python numbers weak).
+    n = X.shape[0]
+    out = np.zeros((n, 3))
+    for i in range(n):
+        out[i, 0] = np.where(X[i] > t, X[i], 0.0).sum()
+        out[i, 1] = np.where(X[i] > t, 1, 0).sum()
+        out[i, 2] = np.where(X[i] < t, X[i] * 2.0, -X[i]).max()
+    return out
+
+
+def prange_rows(X):
+    # A prange loop: each turn its own row, at 1 and 2 threads.
+    out = np.zeros((X.shape[0], X.shape[1]))
+    for i in tessera.prange(X.shape[0]):
+        out[i, :] = X[i, :] * 2.0 - X[i].mean()
+    return out
+
+
 def _rng(seed=0):
     return np.random.default_rng(seed)
 
@@ -227,6 +246,8 @@ def cases():
         out.append((in_place, (_mat(lay, (4, 6), seed=17),)))
     out.append((int_slices, (_rng(18).integers(-9, 9, size=(4, 6)), _rng(19).integers(-9, 9, size=(4, 6)))))
     out.append((shift, (np.arange(8.0), 3)))
+    out.append((wheres, (_mat("stepped", (6, 9), seed=25), 0.4)))
+    out.append((prange_rows, (_rng(26).random((3000, 5)),)))
     out.append((write_mismatch, (_rng(20).random((3, 4)), _rng(21).random(5))))
     A = _rng(22).random((4, 6))
     out.append((written_between, (A, _rng(23).random(6))))
@@ -236,7 +257,7 @@ def cases():
 
 CASES = cases()
 NATIVE = (wdist, row_stats, chained, slices, ints, sum_lengths, long_sums, nan_max, broadcast,
-          mismatch, out_of_range, scale_rows, int_slices, shift, in_place, write_mismatch,
+          mismatch, out_of_range, wheres, prange_rows, scale_rows, int_slices, shift, in_place, write_mismatch,
           written_between)
 
 
