@@ -571,6 +571,7 @@ struct Gen {
   CV elem_where(const FNode& n);
   void count_expr(const FNode& n);
   CV reduce(const FNode& n);
+  CV dot_reduce(const FNode& n);
 
   CV getitem(const FNode& n);
 

@@ -642,6 +642,55 @@ CV Gen::reduce(const FNode& n) {
   return CV{ek, res};
 }
 
+CV Gen::dot_reduce(const FNode& n) {
+  // np.dot(u, v) of two 1-d float64 expressions: the general path's
+  // strided_vector_dot (primitives/matrix.cpp) in its order, four partial
+  // sums and the rest into the first; lengths must be equal (no broadcasting).
+  llvm::Value* saved_len = elem_len;
+  elem_len = b.getInt64(1);
+  elem_prepare(n.kids[0]);
+  llvm::Value* la = elem_len;
+  elem_len = b.getInt64(1);
+  elem_prepare(n.kids[1]);
+  llvm::Value* lb = elem_len;
+  elem_len = saved_len;
+  bail_if(b.CreateICmpNE(la, lb));  // the interpreter's "shapes not aligned"
+  llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::Value* parts = e.CreateAlloca(f64, b.getInt64(4));
+  for (int j = 0; j < 4; ++j)
+    b.CreateStore(llvm::ConstantFP::get(f64, 0.0), b.CreateConstInBoundsGEP1_64(f64, parts, j));
+  llvm::Value* n4 = b.CreateAnd(la, b.getInt64(~int64_t{3}));
+  llvm::Value* ta = e.CreateAlloca(i64);
+  b.CreateStore(b.getInt64(0), ta);
+  llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "dot_head", fn);
+  llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "dot_body", fn);
+  llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "dot_done", fn);
+  b.CreateBr(head);
+  b.SetInsertPoint(head);
+  llvm::Value* t = b.CreateLoad(i64, ta);
+  b.CreateCondBr(b.CreateICmpSLT(t, la), body, done);
+  b.SetInsertPoint(body);
+  llvm::Value* saved_t = elem_t;
+  elem_t = t;
+  CV x = eval(n.kids[0]);
+  CV y = eval(n.kids[1]);
+  elem_t = saved_t;
+  if (x.k != Reg::NpFloat || y.k != Reg::NpFloat || x.s || y.s)
+    throw Refuse{"np.dot of array expressions that are not both float64"};
+  llvm::Value* j = b.CreateSelect(b.CreateICmpSLT(t, n4), b.CreateAnd(t, b.getInt64(3)), b.getInt64(0));
+  llvm::Value* ps = b.CreateInBoundsGEP(f64, parts, j);
+  b.CreateStore(b.CreateFAdd(b.CreateLoad(f64, ps), b.CreateFMul(x.v, y.v)), ps);
+  b.CreateStore(b.CreateAdd(t, b.getInt64(1)), ta);
+  b.CreateBr(head);
+  b.SetInsertPoint(done);
+  llvm::Value* r[4];
+  for (int k = 0; k < 4; ++k) r[k] = b.CreateLoad(f64, b.CreateConstInBoundsGEP1_64(f64, parts, k));
+  count_expr(n.kids[0]);
+  count_expr(n.kids[1]);
+  count(n.slot);
+  return CV{Reg::NpFloat, b.CreateFAdd(b.CreateFAdd(r[0], r[1]), b.CreateFAdd(r[2], r[3]))};
+}
+
 bool Gen::slice_write_of(const FNode& n) {
   const ArrT& e = atype[n.kids[0].reg];
   const size_t nidx = n.kids.size() - 2;

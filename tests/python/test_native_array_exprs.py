@@ -190,6 +190,25 @@ def wheres(X, t):
     return out
 
 
+def dots(A, B):
+    # np.dot of two float64 expressions: the general path's order (four
+    # partial sums), NumPy's BLAS to rounding.
+    m = A.shape[1]
+    out = np.zeros((m, 2))
+    for j in range(m):
+        out[j, 0] = np.dot(A[:, j], B[:, j])
+        d = A[:, j] - B[:, m - 1 - j]
+        out[j, 1] = np.dot(d, d * 0.5)
+    return out
+
+
+def dot_mismatch(A, B):
+    s = 0.0
+    for j in range(A.shape[1]):
+        s += np.dot(A[:, j], B[:, j])
+    return s
+
+
 def prange_rows(X):
     # A prange loop: each turn its own row, at 1 and 2 threads.
     out = np.zeros((X.shape[0], X.shape[1]))
@@ -247,6 +266,9 @@ def cases():
     out.append((int_slices, (_rng(18).integers(-9, 9, size=(4, 6)), _rng(19).integers(-9, 9, size=(4, 6)))))
     out.append((shift, (np.arange(8.0), 3)))
     out.append((wheres, (_mat("stepped", (6, 9), seed=25), 0.4)))
+    for k in (1, 3, 4, 9, 130):
+        out.append((dots, (_mat("fortran", (k, 5), seed=27), _mat("stepped", (k, 5), seed=28))))
+    out.append((dot_mismatch, (_rng(29).random((4, 3)), _rng(30).random((5, 3)))))
     out.append((prange_rows, (_rng(26).random((3000, 5)),)))
     out.append((write_mismatch, (_rng(20).random((3, 4)), _rng(21).random(5))))
     A = _rng(22).random((4, 6))
@@ -257,7 +279,7 @@ def cases():
 
 CASES = cases()
 NATIVE = (wdist, row_stats, chained, slices, ints, sum_lengths, long_sums, nan_max, broadcast,
-          mismatch, out_of_range, wheres, prange_rows, scale_rows, int_slices, shift, in_place, write_mismatch,
+          mismatch, out_of_range, wheres, dots, dot_mismatch, prange_rows, scale_rows, int_slices, shift, in_place, write_mismatch,
           written_between)
 
 
