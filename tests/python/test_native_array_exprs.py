@@ -209,6 +209,18 @@ def dot_mismatch(A, B):
     return s
 
 
+def _norm(v):
+    return np.sqrt((v * v).sum())
+
+
+def via_function(A):
+    # A function called inline: its parameter holds the expression.
+    out = np.zeros(A.shape[1])
+    for j in range(A.shape[1]):
+        out[j] = _norm(A[:, j] - 1.0)
+    return out
+
+
 def prange_rows(X):
     # A prange loop: each turn its own row, at 1 and 2 threads.
     out = np.zeros((X.shape[0], X.shape[1]))
@@ -268,6 +280,7 @@ def cases():
     out.append((wheres, (_mat("stepped", (6, 9), seed=25), 0.4)))
     for k in (1, 3, 4, 9, 130):
         out.append((dots, (_mat("fortran", (k, 5), seed=27), _mat("stepped", (k, 5), seed=28))))
+    out.append((via_function, (_mat("reversed", (6, 11), seed=31),)))
     out.append((dot_mismatch, (_rng(29).random((4, 3)), _rng(30).random((5, 3)))))
     out.append((prange_rows, (_rng(26).random((3000, 5)),)))
     out.append((write_mismatch, (_rng(20).random((3, 4)), _rng(21).random(5))))
@@ -279,7 +292,7 @@ def cases():
 
 CASES = cases()
 NATIVE = (wdist, row_stats, chained, slices, ints, sum_lengths, long_sums, nan_max, broadcast,
-          mismatch, out_of_range, wheres, dots, dot_mismatch, prange_rows, scale_rows, int_slices, shift, in_place, write_mismatch,
+          mismatch, out_of_range, wheres, dots, dot_mismatch, via_function, prange_rows, scale_rows, int_slices, shift, in_place, write_mismatch,
           written_between)
 
 
