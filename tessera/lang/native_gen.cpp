@@ -103,7 +103,7 @@ void Gen::bail_if(llvm::Value* cond) {
 void Gen::count(int slot) {
   // Inside an array expression's element loop: its nodes are counted once
   // after it (count_expr), as the general evaluation counts them.
-  if (slot < 0 || elem_t) return;
+  if (slot < 0 || elem_t || mute_counts) return;
   auto it = counts.find(slot);
   llvm::Value* a;
   if (it == counts.end()) {

@@ -555,6 +555,9 @@ struct Gen {
   std::map<const FNode*, CV> elem_const;  // numbers, evaluated before the element loop
   llvm::Value* elem_t = nullptr;          // the element's index (element mode when set)
   llvm::Value* elem_len = nullptr;        // the broadcast length (prepare)
+  // A lazy local's definition prepared again by a consumer: its nodes were
+  // counted where it was assigned (lazy_assign), as the general path counts.
+  bool mute_counts = false;
   // Evaluates the leaves of expression `n` (its views' descriptors, its
   // numbers), left to right, and checks their lengths broadcast.
   void elem_prepare(const FNode& n);

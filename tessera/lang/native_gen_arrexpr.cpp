@@ -269,6 +269,14 @@ void Gen::find_lazy() {
 }
 
 void Gen::lazy_assign(int r) {
+  // The expression's checks where Python evaluates it (an index out of
+  // range, lengths that do not broadcast: a bail, the interpreter's error at
+  // this line, even when no consumer runs), its nodes counted here once.
+  llvm::Value* saved_len = elem_len;
+  elem_len = b.getInt64(1);
+  elem_prepare(*lazy.at(r));
+  count_expr(*lazy.at(r));
+  elem_len = saved_len;
   for (int w : lazy_writes[r]) {
     if (kind[w] != Reg::Arr) continue;  // a list or dict: not an array's memory
     llvm::Value *wlo, *whi;
@@ -383,7 +391,10 @@ void Gen::elem_prepare(const FNode& n) {
     return;
   }
   if (n.op == Op::Var && lazy.count(n.reg)) {
+    const bool m = mute_counts;
+    mute_counts = true;
     elem_prepare(*lazy[n.reg]);
+    mute_counts = m;
     return;
   }
   if (arr_expr(n)) {
@@ -420,10 +431,7 @@ void Gen::count_expr(const FNode& n) {
       if (slice_call(k)) count(k.slot);
     return;
   }
-  if (n.op == Op::Var && lazy.count(n.reg)) {
-    count_expr(*lazy[n.reg]);
-    return;
-  }
+  if (n.op == Op::Var && lazy.count(n.reg)) return;  // counted where assigned
   if (n.op == Op::Call) count(n.slot);
   if (n.op == Op::Binary || n.op == Op::GetItem) count(n.counter);
   for (int c : n.also_count) count(c);

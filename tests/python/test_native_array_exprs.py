@@ -120,6 +120,17 @@ def out_of_range(A, k):
     return s
 
 
+def unused_error(A, k):
+    # The local's error is raised where it is assigned, even when the
+    # consumer does not run.
+    s = 0.0
+    for j in range(k):
+        w = A[:, j] * 2.0
+        if j > 100:
+            s += w.sum()
+    return s
+
+
 def escapes(A):
     # The local is read after the loop: no native code, same results.
     s = 0.0
@@ -272,6 +283,8 @@ def cases():
     out.append((mismatch, (_rng(12).random((5, 4)), _rng(13).random((4, 4)))))
     out.append((out_of_range, (_rng(14).random((5, 4)), 6)))
     out.append((escapes, (_rng(15).random((4, 6)),)))
+    out.append((unused_error, (_rng(15).random((4, 6)), 6)))
+    out.append((unused_error, (_rng(15).random((4, 6)), 5)))
     for lay in LAYOUTS:
         out.append((scale_rows, (_mat(lay, (5, 7), seed=16), 1.5)))
         out.append((in_place, (_mat(lay, (4, 6), seed=17),)))
@@ -292,7 +305,7 @@ def cases():
 
 CASES = cases()
 NATIVE = (wdist, row_stats, chained, slices, ints, sum_lengths, long_sums, nan_max, broadcast,
-          mismatch, out_of_range, wheres, dots, dot_mismatch, via_function, prange_rows, scale_rows, int_slices, shift, in_place, write_mismatch,
+          mismatch, out_of_range, wheres, dots, dot_mismatch, via_function, unused_error, prange_rows, scale_rows, int_slices, shift, in_place, write_mismatch,
           written_between)
 
 
@@ -328,7 +341,8 @@ def test_dtypes():
 @pytest.mark.parametrize("f, args, at", [
     (mismatch, (_rng(12).random((5, 4)), _rng(13).random((4, 4))), 3),
     (out_of_range, (_rng(14).random((5, 4)), 6), 3),
-    (write_mismatch, (_rng(20).random((3, 4)), _rng(21).random(5)), 2)])
+    (write_mismatch, (_rng(20).random((3, 4)), _rng(21).random(5)), 2),
+    (unused_error, (_rng(15).random((4, 6)), 7), 5)])
 def test_errors_at_the_users_line(f, args, at):
     with pytest.raises(Exception) as want:
         f(*args)
