@@ -7,7 +7,8 @@
 // assigned such an expression and read only by the reductions after it
 // (find_lazy) is never given a value. Broadcasting (a view of one element),
 // a shape mismatch (the interpreter's ValueError), an index out of range and
-// a float sum of more than 128 elements go back to the interpreter (a bail).
+// views of kLargeResult (4,096) elements or more go back to the interpreter
+// (a bail): the general evaluation's vectorised kernels are faster there.
 #include <algorithm>
 #include <cstdint>
 #include <functional>
@@ -449,6 +450,7 @@ CV Gen::reduce(const FNode& n) {
   const bool is_sum = name == "sum", is_mean = name == "mean";
   const bool is_max = name == "max" || name == "amax";
   if (!is_sum) bail_if(b.CreateICmpEQ(len, b.getInt64(0)));  // NumPy's error (or mean's nan)
+  bail_if(b.CreateICmpSGE(len, b.getInt64(kLargeResult)));
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
   auto slot = [&](llvm::Type* t) { return e.CreateAlloca(t); };
   // The elements are reduced by leaves [leaf_at, leaf_at + leaf_n): the
@@ -663,6 +665,7 @@ CV Gen::dot_reduce(const FNode& n) {
   llvm::Value* lb = elem_len;
   elem_len = saved_len;
   bail_if(b.CreateICmpNE(la, lb));  // the interpreter's "shapes not aligned"
+  bail_if(b.CreateICmpSGE(la, b.getInt64(kLargeResult)));
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
   llvm::Value* parts = e.CreateAlloca(f64, b.getInt64(4));
   for (int j = 0; j < 4; ++j)
@@ -740,6 +743,7 @@ CV Gen::slice_write(const FNode& n) {
   elem_len = saved_len;
   // NumPy broadcasts the value to the destination's length (else ValueError).
   bail_if(b.CreateAnd(b.CreateICmpNE(vlen, b.getInt64(1)), b.CreateICmpNE(vlen, dst.len)));
+  bail_if(b.CreateICmpSGE(dst.len, b.getInt64(kLargeResult)));
   // What the value reads must not be what the loop writes before reading
   // it (NumPy computes the value first): the same view, or no common byte.
   auto span = [&](const ViewLeaf& w, llvm::Value*& lo, llvm::Value*& hi) {
