@@ -242,6 +242,7 @@ class Compiler {
     hoist(body, inner);
     code->body = compile(body, inner);
     code->frame_size = inner.slots.size();
+    mark_loop_reads(code->body.get(), code->frame_size);
     // A loop's body (for_each) runs once per turn in frames the loop may
     // reuse: its values are left as they are.
     if (!loop_body) {

@@ -761,6 +761,12 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& 
     return nullptr;
   }
   impl->frame = nullptr;
+  const std::vector<bool>& outside = loop.reads_outside();
+  for (const Impl::VarRef& v : impl->vars) {
+    impl->loop_local.push_back(
+        !v.tuple_item &&
+        (v.depth < 0 || (v.depth == 0 && v.slot < outside.size() && !outside[v.slot])));
+  }
   // A function called inline stays the one called: the loop does not assign
   // its variable.
   std::function<bool(const Impl::FNode&)> assigns_called = [&](const Impl::FNode& n) {

@@ -243,6 +243,10 @@ struct FastLoop::Impl {
   FNode cond, body;
   bool value_unused = false;  // of the loop itself (FNode::value_unused)
   std::vector<VarRef> vars;
+  // By register: a variable nothing reads outside the loop (a local of the
+  // loop's function that mark_loop_reads found read only inside it, or of a
+  // function called inline), whose value after the loop nobody sees.
+  std::vector<bool> loop_local;
   std::map<std::pair<int, size_t>, int> reg_of;
   // The primitive nodes computed inline, whose evaluations are counted in
   // State::counts and added to the nodes' counters when the run ends (the

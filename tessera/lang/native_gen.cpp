@@ -101,7 +101,9 @@ void Gen::bail_if(llvm::Value* cond) {
 }
 
 void Gen::count(int slot) {
-  if (slot < 0) return;
+  // Inside an array expression's element loop: its nodes are counted once
+  // after it (count_expr), as the general evaluation counts them.
+  if (slot < 0 || elem_t || mute_counts) return;
   auto it = counts.find(slot);
   llvm::Value* a;
   if (it == counts.end()) {
@@ -259,6 +261,17 @@ CV Gen::eval(const FNode& n) {
 }
 
 CV Gen::eval_any(const FNode& n) {
+  if (elem_t) {  // an element of an array expression (native_gen_arrexpr.cpp)
+    CV l = elem_leaf(n);
+    if (l.k != -1) return l;
+    if (n.op == Op::Var && lazy.count(n.reg)) return eval_any(*lazy.at(n.reg));
+  }
+  if (n.op == Op::Var && lazy.count(n.reg))
+    throw Refuse{"an array expression's variable used other than by sum, mean, max or min"};
+  if (n.op == Op::Assign && lazy.count(n.reg)) {
+    lazy_assign(n.reg);
+    return CV{Reg::Nil};
+  }
   switch (n.op) {
     case Op::Const:
       switch (n.constant.k) {
@@ -743,21 +756,23 @@ void Gen::body_turn() {
   b.CreateStore(to_payload(v), last_p);
 }
 
+void Gen::byte_span(int q, llvm::Value*& lo, llvm::Value*& hi) {
+  const ArrT& e = atype[q];
+  llvm::Value* neg = b.getInt64(0);
+  llvm::Value* pos = b.getInt64(0);
+  for (int d = 0; d < e.nd; ++d) {
+    llvm::Value* reach = b.CreateMul(b.CreateSub(ashape(q, d), b.getInt64(1)), astride(q, d));
+    neg = b.CreateAdd(neg, b.CreateSelect(b.CreateICmpSLT(reach, b.getInt64(0)), reach, b.getInt64(0)));
+    pos = b.CreateAdd(pos, b.CreateSelect(b.CreateICmpSGT(reach, b.getInt64(0)), reach, b.getInt64(0)));
+  }
+  const int64_t size = dtype_size(e.dt);
+  llvm::Value* base = b.CreatePtrToInt(abase(q), i64);
+  lo = b.CreateAdd(base, b.CreateMul(neg, b.getInt64(size)));
+  hi = b.CreateAdd(base, b.CreateMul(b.CreateAdd(pos, b.getInt64(1)), b.getInt64(size)));
+}
+
 llvm::Value* Gen::shares_memory(int r) {
-  auto span = [&](int q, llvm::Value*& lo, llvm::Value*& hi) {
-    const ArrT& e = atype[q];
-    llvm::Value* neg = b.getInt64(0);
-    llvm::Value* pos = b.getInt64(0);
-    for (int d = 0; d < e.nd; ++d) {
-      llvm::Value* reach = b.CreateMul(b.CreateSub(ashape(q, d), b.getInt64(1)), astride(q, d));
-      neg = b.CreateAdd(neg, b.CreateSelect(b.CreateICmpSLT(reach, b.getInt64(0)), reach, b.getInt64(0)));
-      pos = b.CreateAdd(pos, b.CreateSelect(b.CreateICmpSGT(reach, b.getInt64(0)), reach, b.getInt64(0)));
-    }
-    const int64_t size = dtype_size(e.dt);
-    llvm::Value* base = b.CreatePtrToInt(abase(q), i64);
-    lo = b.CreateAdd(base, b.CreateMul(neg, b.getInt64(size)));
-    hi = b.CreateAdd(base, b.CreateMul(b.CreateAdd(pos, b.getInt64(1)), b.getInt64(size)));
-  };
+  auto span = [&](int q, llvm::Value*& lo, llvm::Value*& hi) { byte_span(q, lo, hi); };
   if (!atype[r].indexable) return b.getTrue();
   llvm::Value *lo, *hi;
   span(r, lo, hi);
@@ -859,6 +874,7 @@ void Gen::build(const std::string& name) {
     atype[ru] = ArrT{xt.dt, xt.nd - static_cast<int>(row.nidx), xt.writable, true, xt.unit_last};
     ensure_slots(r);
   }
+  find_lazy();
   if (lists) {
     held = b.CreateAlloca(i32, b.getInt32(static_cast<uint32_t>(std::max<size_t>(nr, 1))));
     for (size_t r = 0; r < nr; ++r) {

@@ -6,7 +6,8 @@
 // (what the loop's tree shows before any code: rebinding arrays, lists),
 // native_gen_scalars.cpp (arithmetic and math calls), native_gen_arrays.cpp
 // (array registers, element reads and writes, the write log),
-// native_gen_containers.cpp (lists, lists of lists, strings, dicts and sets),
+// native_gen_arrexpr.cpp (array expressions over 1-d views: reductions and
+// slice writes, one loop each), native_gen_containers.cpp (lists, lists of lists, strings, dicts and sets),
 // native_gen_loops.cpp (nested and range loops, their chunks and versions) and
 // native_gen_bounds.cpp (the index intervals checked once before a range loop).
 // Private to those files and native.cpp.
@@ -528,6 +529,53 @@ struct Gen {
 
   bool arr_var(const FNode& k) { return k.op == Op::Var && kind[k.reg] == Reg::Arr; }
 
+  // ---- array expressions over 1-d views (native_gen_arrexpr.cpp;
+  // docs/runtime.md, "Array expressions in native code"): elementwise
+  // expressions whose leaves are numbers and 1-d views (x, X[:, j], X[i],
+  // X[a:b:s]), reduced by sum/mean/max/min in one scalar loop, with no array
+  // made. `lazy`: registers assigned such an expression (`w = A[:, i] - c`),
+  // read only by the consumers that follow (find_lazy), never given a value.
+  std::map<int, const FNode*> lazy;
+  // Per lazy register: the arrays it reads (registers), and the array
+  // registers written between its assignment and its last use, checked
+  // not to overlap them where it is assigned (lazy_assign; else a bail).
+  std::map<int, std::set<int>> lazy_reads, lazy_writes;
+  void find_lazy();
+  void lazy_assign(int r);
+  bool is_view(const FNode& n);
+  bool arr_expr(const FNode& n);
+  static bool is_reduction(const FNode& n);
+  // A view leaf of the consumer being emitted: its first element, extent
+  // and step (elements; 0 when broadcast), and element dtype.
+  struct ViewLeaf {
+    llvm::Value *base, *len, *step;
+    DType dt;
+  };
+  std::map<const FNode*, ViewLeaf> elem_view;
+  std::map<const FNode*, CV> elem_const;  // numbers, evaluated before the element loop
+  llvm::Value* elem_t = nullptr;          // the element's index (element mode when set)
+  llvm::Value* elem_len = nullptr;        // the broadcast length (prepare)
+  // A lazy local's definition prepared again by a consumer: its nodes were
+  // counted where it was assigned (lazy_assign), as the general path counts.
+  bool mute_counts = false;
+  // Evaluates the leaves of expression `n` (its views' descriptors, its
+  // numbers), left to right, and checks their lengths broadcast.
+  void elem_prepare(const FNode& n);
+  // The view n's indices select (GetItem: kids[1...]; SetItem: kids[2...]).
+  void view_of(const FNode& n, size_t first = 1);
+  // start:stop:step as an index (a constant, or bounds known at run time).
+  static bool slice_index(const FNode& k);
+  // x[i, :] = e, x[a:b] = e of an array expression or a number: one loop
+  // writing each element (logged), e's views checked not to overlap x's
+  // elements unless they are the same view.
+  bool slice_write_of(const FNode& n);
+  CV slice_write(const FNode& n);
+  CV elem_leaf(const FNode& n);
+  CV elem_where(const FNode& n);
+  void count_expr(const FNode& n);
+  CV reduce(const FNode& n);
+  CV dot_reduce(const FNode& n);
+
   CV getitem(const FNode& n);
 
   // element_cast<T>(double) for an integer T of `bits` bits (array.hpp):
@@ -827,6 +875,8 @@ struct Gen {
   // True when the elements of array register `r` may share memory with
   // those of another array register (by the bytes they span).
   llvm::Value* shares_memory(int r);
+  // The bytes [lo, hi) array register q's elements span.
+  void byte_span(int q, llvm::Value*& lo, llvm::Value*& hi);
 
   // ---- the function
   void build(const std::string& name);

@@ -397,6 +397,7 @@ CV Gen::setitem(const FNode& n) {
   if (list_var(n.kids[0])) return list_setitem(n);
   if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
     throw Refuse{"an element write to what is not an array variable"};
+  if (slice_write_of(n)) return slice_write(n);
   const int r = n.kids[0].reg;
   // y[i] = x[j] of a float32 or narrow int x, cast exactly: the element as
   // stored (v, a placeholder float, then passes the checks below unused).

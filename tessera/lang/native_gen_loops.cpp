@@ -174,6 +174,10 @@ bool Gen::all_proven(const FNode& n, const std::set<const FNode*>& pr) {
 void Gen::scan(const FNode& n, std::map<int, int>& assigns, bool& loops_in) {
   if (n.op == Op::Assign) ++assigns[n.reg];
   if (n.op == Op::While) loops_in = true;
+  if (n.op == Op::SetItem) {  // a slice write is a loop (slice_write)
+    for (size_t k = 2; k < n.kids.size(); ++k)
+      if (slice_index(n.kids[k])) loops_in = true;
+  }
   for (const FNode& k : n.kids) scan(k, assigns, loops_in);
 }
 

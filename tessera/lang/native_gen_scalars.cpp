@@ -378,6 +378,10 @@ CV Gen::call(const FNode& n) {
       {"sinh", UnaryOp::sinh},   {"cosh", UnaryOp::cosh},
       {"arcsin", UnaryOp::arcsin}, {"arccos", UnaryOp::arccos},
       {"rint", UnaryOp::rint}};
+  if (is_reduction(n) && arr_expr(n.kids[0])) return reduce(n);
+  if (n.spec->name == "dot" && n.kids.size() == 2 && arr_expr(n.kids[0]) && arr_expr(n.kids[1]))
+    return dot_reduce(n);
+  if (elem_t && n.spec->name == "where" && n.kids.size() == 3) return elem_where(n);
   if (n.spec->name == "len" && n.kids.size() == 1 && arr_var(n.kids[0])) {
     const int r = n.kids[0].reg;
     const ArrT& e = atype[r];

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <memory>
 
 #include "tessera/core/recursion_error.hpp"
@@ -174,6 +175,29 @@ void frame_access(const Node* n, int nesting, FrameAccess& acc) {
     return;
   }
   for (const Node* c : n->children()) frame_access(c, nesting, acc);
+}
+
+void mark_loop_reads(const Node* body, size_t frame_size) {
+  FrameAccess all;
+  frame_access(body, 0, all);
+  std::vector<int64_t> total(frame_size, 0);
+  for (size_t s : all.reads)
+    if (s < frame_size) ++total[s];
+  std::function<void(const Node*)> walk = [&](const Node* n) {
+    if (!n || dynamic_cast<const FunctionNode*>(n)) return;
+    if (auto* w = dynamic_cast<const WhileNode*>(n)) {
+      FrameAccess in;
+      frame_access(w, 0, in);
+      std::vector<int64_t> inside(frame_size, 0);
+      for (size_t s : in.reads)
+        if (s < frame_size) ++inside[s];
+      std::vector<bool> outside(frame_size);
+      for (size_t s = 0; s < frame_size; ++s) outside[s] = total[s] > inside[s];
+      w->set_reads_outside(std::move(outside));
+    }
+    for (const Node* c : n->children()) walk(c);
+  };
+  walk(body);
 }
 
 // True if `n` computes a value and nothing else: primitives without effects

@@ -305,9 +305,14 @@ class WhileNode : public Node {
   // Set by the block that holds the loop as a statement whose value is not
   // used (before the block's last statement).
   void mark_value_unused() const { value_unused_ = true; }
+  // By slot of the loop's frame: read somewhere in the function outside the
+  // loop (mark_loop_reads); empty when not known (a program's top level).
+  void set_reads_outside(std::vector<bool> r) const { reads_outside_ = std::move(r); }
+  const std::vector<bool>& reads_outside() const { return reads_outside_; }
 
  private:
   mutable bool value_unused_ = false;
+  mutable std::vector<bool> reads_outside_;
   // Runs turns from here on; `done` is the loop's promise once a turn went
   // asynchronous (null before: the result is returned then).
   Future<Value> run(const FramePtr& frame, Value last, std::shared_ptr<Promise<Value>> done) const;
@@ -420,6 +425,12 @@ struct FrameAccess {
   bool writes_around = false;  // assigns a variable of a frame around F
 };
 void frame_access(const Node* n, int nesting, FrameAccess& acc);
+
+// Tells each loop of a function's body (not of functions defined inside it)
+// which variables of the frame, `frame_size` slots, the function reads
+// outside that loop: native code may leave a variable read only inside the
+// loop without its last value (docs/runtime.md, "Array expressions").
+void mark_loop_reads(const Node* body, size_t frame_size);
 
 // True if `n` computes a value and nothing else: no primitive with effects
 // (registry.hpp: has_effects), no call of a function, no break(),
