@@ -4,6 +4,7 @@
 // inlined where their locals are assigned before they are read. Whatever
 // it cannot hold keeps the loop on the general path (said under
 // TESSERA_FAST_LOOPS=debug).
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -438,6 +439,10 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
   if (!closure) return refuse("not a jit function");
   const FunctionCode& code = closure->code();
   if (code.makes_closures) return refuse("the function makes functions");
+  if (std::find(inlining.begin(), inlining.end(), &code) != inlining.end()) {
+    recursive.push_back(&code);
+    return refuse("a recursive call (not inlined: a native function of its own)");
+  }
   if (code.params.size() != c.args_.size()) return refuse("not one argument per parameter");
   std::vector<bool> assigned(code.frame_size, false);
   for (size_t i = 0; i < code.params.size() && i < assigned.size(); ++i) assigned[i] = true;
@@ -470,6 +475,7 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
     if (!compile(c.args_[i].get(), bind.kids[0])) return false;
   }
   bool ok;
+  inlining.push_back(&code);
   if (!code.has_return) {
     scopes.push_back({site, env_depth});
     ok = compile(code.body.get(), out.kids.back());
@@ -547,6 +553,11 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
     pick.kids = {var(done), var(value), var(tail)};
   }
   scopes.pop_back();
+  inlining.pop_back();
+  if (auto it = std::find(recursive.begin(), recursive.end(), &code); it != recursive.end()) {
+    recursive.erase(it);
+    return refuse("the function is recursive");
+  }
   if (!ok) return false;
   inlined.push_back({depth, callee->slot(), closure->code_ptr(), env_depth});
   return true;

@@ -413,6 +413,11 @@ struct FastLoop::Impl {
   };
   const Frame* frame = nullptr;
   std::vector<Scope> scopes;
+  // The functions being inlined (outermost first), and those of them found
+  // to call themselves (directly or through others): a recursive function
+  // is not inlined, even where its call is in a branch that would bail, so
+  // that the general path runs it as a native function of its own.
+  std::vector<const FunctionCode*> inlining, recursive;
   int sites = 0;
   int reg(int depth, size_t slot) {
     auto key = std::make_pair(depth, slot);

@@ -296,6 +296,20 @@ def first_negative(a):
     return -1
 
 
+def fib(n):
+    # Recursive, with an early return: not inlined (a native function of its own).
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+def fib_sum(k):
+    t = 0
+    for i in range(k):
+        t += fib(i)
+    return t
+
+
 _rng = np.random.default_rng(11)
 _A = np.sort(_rng.integers(0, 60, 40))
 _Q = _rng.integers(-5, 70, 300)
@@ -311,7 +325,8 @@ RETURN_CASES = [(search_all, (_A, _Q)),
                 (read_all, (_A, np.array([3, 40]))),  # IndexError in the helper
                 (count_found, (_A, _Q[:60])),
                 (first_negative, (np.array([3.0, 1.0, -2.0, 4.0]),)),
-                (first_negative, (np.ones(5),))]
+                (first_negative, (np.ones(5),)),
+                (fib_sum, (15,))]
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -345,6 +360,7 @@ def test_native_interpreter_and_general_print_the_same():
     assert "IndexError" in native
     assert "searchsorted" not in log, log  # no refusal names it
     assert "a return before the end" not in log, log
+    assert "nested more than 8 deep" not in log, log  # fib is not inlined into itself
     for f in (search_rows, search_1d, search_constant, markov_chain, search_all, pairs_found,
               scan_helpers, mark_all, read_all):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
