@@ -41,6 +41,17 @@ def search_constant(table):
     return t
 
 
+def search_row_variable(table, values):
+    # A variable holding a row (no array made per turn), and `for row in table`.
+    t = 0
+    for i in range(len(values)):
+        row = table[i % table.shape[0]]
+        t += np.searchsorted(row, values[i], side="right") * (i + 1)
+    for row in table:
+        t += np.searchsorted(row, 0.25)
+    return t, row
+
+
 def markov_chain(P, x0, draws):
     cdf = np.cumsum(P, axis=1)
     n = len(draws)
@@ -123,6 +134,8 @@ def test_searchsorted_edges(threads):
     check(search_1d, np.array([0.1, 0.2, 0.3], np.float32), [0.1, 0.2, 0.3])  # compared in float64
     check(search_1d, np.arange(10, dtype=np.int32)[::-2][::-1], _values(np.int32))
     check(search_constant, t)
+    check(search_row_variable, t, _values(np.float64))
+    check(search_row_variable, _sorted_table(np.int64), _values("int"))
     check(search_constant, _sorted_table(np.int32))
     check(row_out_of_range, t, np.array([0, -1, 4]))
     check(row_out_of_range, t, np.array([0, 5]))  # IndexError
@@ -347,6 +360,7 @@ CASES = [(search_rows, (_sorted_table(np.float64), _values("float"))),
          (search_rows, (_sorted_table(np.int32), _values(np.float32))),
          (search_1d, (_sorted_table(np.bool_)[0], _values("int"))),
          (search_constant, (_sorted_table(np.float32),)),
+         (search_row_variable, (_sorted_table(np.float64), _values("float"))),
          (markov_chain, (np.full((4, 4), 0.25), 1, _rng.random(500))),
          (row_out_of_range, (_sorted_table(np.float64), np.array([0, 5])))] + RETURN_CASES
 
@@ -361,6 +375,7 @@ def test_native_interpreter_and_general_print_the_same():
     assert "searchsorted" not in log, log  # no refusal names it
     assert "a return before the end" not in log, log
     assert "nested more than 8 deep" not in log, log  # fib is not inlined into itself
-    for f in (search_rows, search_1d, search_constant, markov_chain, search_all, pairs_found,
+    for f in (search_rows, search_1d, search_constant, search_row_variable, markov_chain,
+              search_all, pairs_found,
               scan_helpers, mark_all, read_all):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
