@@ -4,6 +4,7 @@
 // inlined where their locals are assigned before they are read. Whatever
 // it cannot hold keeps the loop on the general path (said under
 // TESSERA_FAST_LOOPS=debug).
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -23,6 +24,15 @@ namespace {
 bool writes_only(const PrimitiveSpec& spec) {
   return spec.writes && !spec.eval_async && spec.family != "random" && spec.family != "io" &&
          spec.family != "distributed";
+}
+
+// True when a `return` is among `n` and the nodes under it (functions
+// defined there excepted: the function called inline makes none).
+bool has_return_node(const Node* n) {
+  if (auto* c = dynamic_cast<const ControlNode*>(n); c && c->label() == "return") return true;
+  for (const Node* k : n->children())
+    if (k && has_return_node(k)) return true;
+  return false;
 }
 
 Fast fast_of(const std::string& name) {
@@ -132,6 +142,24 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
            (!f->else_ || compile_branch(f->else_.get(), out.kids[2]));
   }
   if (auto* w = dynamic_cast<const WhileNode*>(n)) {
+    if (!scopes.empty() && scopes.back().ret_done >= 0 && has_return_node(w)) {
+      // A loop of a function called inline that a `return` leaves: its
+      // value (None in Python), then "if returned: break" out of the loop
+      // around it (the function's own, or the one turn of its body).
+      out.op = Op::Block;
+      out.kids.resize(2);
+      FNode& leave = out.kids[1];
+      leave.op = Op::If;
+      leave.kids.resize(2);
+      leave.kids[0].op = Op::Var;
+      leave.kids[0].reg = scopes.back().ret_done;
+      leave.kids[1].op = Op::Break;
+      FNode& loop = out.kids[0];
+      loop.op = Op::While;
+      loop.value_unused = true;
+      loop.kids.resize(2);
+      return compile(w->cond_.get(), loop.kids[0]) && compile(w->body_.get(), loop.kids[1]);
+    }
     out.op = Op::While;
     // Inside a function called inline, an operand of the expression that
     // called it may be held only on the stack: no sweep there.
@@ -141,7 +169,32 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
     return compile(w->cond_.get(), out.kids[0]) && compile(w->body_.get(), out.kids[1]);
   }
   if (auto* c = dynamic_cast<const ControlNode*>(n)) {
-    if (c->kind_ == ControlNode::Kind::ret) return false;
+    if (c->kind_ == ControlNode::Kind::ret) {
+      // In the loop itself: the jit function's return (general). In a
+      // function called inline: its value into the call's register, then
+      // out of the loops that hold it (see WhileNode above).
+      if (scopes.empty() || scopes.back().ret_done < 0) return false;
+      const Scope& s = scopes.back();
+      out.op = Op::Block;
+      out.kids.resize(3);
+      out.kids[0].op = Op::Assign;
+      out.kids[0].reg = s.ret_value;
+      out.kids[0].returned = true;
+      out.kids[0].kids.resize(1);
+      if (c->value_) {
+        if (!compile(c->value_.get(), out.kids[0].kids[0])) return false;
+      } else {
+        out.kids[0].kids[0].op = Op::Const;
+        out.kids[0].kids[0].constant.k = Reg::Nil;
+      }
+      out.kids[1].op = Op::Assign;
+      out.kids[1].reg = s.ret_done;
+      out.kids[1].kids.resize(1);
+      out.kids[1].kids[0].op = Op::Const;
+      out.kids[1].kids[0].constant = Reg::boolean(Reg::PyBool, true);
+      out.kids[2].op = Op::Break;
+      return true;
+    }
     out.op = c->kind_ == ControlNode::Kind::brk ? Op::Break : Op::Continue;
     return true;
   }
@@ -326,6 +379,14 @@ bool assigned_before_read(const Node* n, std::vector<bool>& set) {
     if (a->depth() == 0 && a->slot() < set.size()) set[a->slot()] = true;
     return true;
   }
+  if (auto* c = dynamic_cast<const ControlNode*>(n); c && c->label() == "return") {
+    // Nothing after a return runs on its path: for what follows (an `if`
+    // whose other branch goes on), as if every local were assigned.
+    for (const Node* k : c->children())
+      if (k && !assigned_before_read(k, set)) return false;
+    set.assign(set.size(), true);
+    return true;
+  }
   // if: the condition, then either branch (both: assigned after it);
   // while and and/or: the condition or left side, then what may not run.
   const bool branches = dynamic_cast<const IfNode*>(n) != nullptr;
@@ -377,8 +438,11 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
   auto* closure = dynamic_cast<const Closure*>(fn.as_function().get());
   if (!closure) return refuse("not a jit function");
   const FunctionCode& code = closure->code();
-  if (code.has_return) return refuse("a return before the end of the function");
   if (code.makes_closures) return refuse("the function makes functions");
+  if (std::find(inlining.begin(), inlining.end(), &code) != inlining.end()) {
+    recursive.push_back(&code);
+    return refuse("a recursive call (not inlined: a native function of its own)");
+  }
   if (code.params.size() != c.args_.size()) return refuse("not one argument per parameter");
   std::vector<bool> assigned(code.frame_size, false);
   for (size_t i = 0; i < code.params.size() && i < assigned.size(); ++i) assigned[i] = true;
@@ -410,9 +474,90 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
     bind.kids.resize(1);
     if (!compile(c.args_[i].get(), bind.kids[0])) return false;
   }
-  scopes.push_back({site, env_depth});
-  const bool ok = compile(code.body.get(), out.kids.back());
+  bool ok;
+  inlining.push_back(&code);
+  if (!code.has_return) {
+    scopes.push_back({site, env_depth});
+    ok = compile(code.body.get(), out.kids.back());
+  } else {
+    // A return before the end: the body as one turn of a loop, which a
+    // return leaves with its value in `value` and `done` set (registers
+    // after the locals' at this site); falling off the end gives the value
+    // of the body's last statement (`tail`), or None when that statement
+    // holds a return (a loop: its value is not the function's, and the
+    // register interpreter's assignment of a value left by a break would
+    // still assign).
+    //   block(done = false, while(true, block(statements..., tail = last, break)),
+    //         if(done, value, tail))
+    const int value = reg(-1 - site, code.frame_size), done = reg(-1 - site, code.frame_size + 1),
+              tail = reg(-1 - site, code.frame_size + 2);
+    scopes.push_back({site, env_depth, value, done});
+    auto var = [](int r) {
+      FNode v;
+      v.op = Op::Var;
+      v.reg = r;
+      return v;
+    };
+    auto constant = [](Reg c) {
+      FNode v;
+      v.op = Op::Const;
+      v.constant = c;
+      return v;
+    };
+    Reg nil;
+    nil.k = Reg::Nil;
+    std::vector<const Node*> stmts;
+    if (auto* blk = dynamic_cast<const BlockNode*>(code.body.get())) {
+      for (const NodePtr& k : blk->body_) stmts.push_back(k.get());
+    } else {
+      stmts.push_back(code.body.get());
+    }
+    FNode& fb = out.kids.back();
+    fb.op = Op::Block;
+    fb.kids.resize(3);
+    fb.kids[0].op = Op::Assign;
+    fb.kids[0].reg = done;
+    fb.kids[0].kids = {constant(Reg::boolean(Reg::PyBool, false))};
+    FNode& once = fb.kids[1];
+    once.op = Op::While;
+    once.value_unused = true;
+    once.kids.resize(2);
+    once.kids[0] = constant(Reg::boolean(Reg::PyBool, true));
+    FNode& turn = once.kids[1];
+    turn.op = Op::Block;
+    const bool last_returns = !stmts.empty() && has_return_node(stmts.back());
+    turn.kids.resize(stmts.size() + (last_returns ? 2 : 1));
+    ok = true;
+    for (size_t i = 0; i < stmts.size() && ok; ++i) {
+      FNode* into = &turn.kids[i];
+      if (i + 1 == stmts.size() && !last_returns) {
+        into->op = Op::Assign;
+        into->reg = tail;
+        into->returned = true;
+        into->kids.resize(1);
+        into = &into->kids[0];
+      }
+      ok = compile(stmts[i], *into);
+    }
+    if (last_returns) {
+      FNode& none = turn.kids[stmts.size()];
+      none.op = Op::Assign;
+      none.reg = tail;
+      none.returned = true;
+      none.kids = {constant(nil)};
+    }
+    turn.kids.back().op = Op::Break;
+    FNode& pick = fb.kids[2];
+    pick.op = Op::If;
+    pick.returned = true;
+    pick.kids = {var(done), var(value), var(tail)};
+  }
   scopes.pop_back();
+  inlining.pop_back();
+  if (auto it = std::find(recursive.begin(), recursive.end(), &code); it != recursive.end()) {
+    recursive.erase(it);
+    return refuse("the function is recursive");
+  }
   if (!ok) return false;
   inlined.push_back({depth, callee->slot(), closure->code_ptr(), env_depth});
   return true;

@@ -214,6 +214,10 @@ struct FastLoop::Impl {
     // Call: a primitive on objects computed in place (object_call).
     ObjOp obj_op = ObjOp::none;
     const Value* const_arg = nullptr;
+    // Assign: the value a function called inline returns or falls off its
+    // end with (compile_call); If: the choice between them. Native code,
+    // which holds no None, bails where that value is None.
+    bool returned = false;
     std::vector<FNode> kids;
     // Native code only: the counters of the nodes a chained access was
     // flattened from (`A[i][j]`'s inner getitem), counted with this one's.
@@ -404,9 +408,20 @@ struct FastLoop::Impl {
   struct Scope {
     int site;
     int env_depth;
+    // A function with a `return` before its end: the registers of the value
+    // returned and of "returned" (a bool), -1 otherwise. Its body runs as
+    // one turn of a loop that a return leaves (compile_call); each of its
+    // own loops holding a return is followed by "if returned: break".
+    int ret_value = -1;
+    int ret_done = -1;
   };
   const Frame* frame = nullptr;
   std::vector<Scope> scopes;
+  // The functions being inlined (outermost first), and those of them found
+  // to call themselves (directly or through others): a recursive function
+  // is not inlined, even where its call is in a branch that would bail, so
+  // that the general path runs it as a native function of its own.
+  std::vector<const FunctionCode*> inlining, recursive;
   int sites = 0;
   int reg(int depth, size_t slot) {
     auto key = std::make_pair(depth, slot);

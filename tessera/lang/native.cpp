@@ -211,7 +211,7 @@ class ChainFlattener {
   // statement (not the body's last: its value would be the loop's) and r's
   // only assignment, of an array variable x of more dims than indices that
   // the loop assigns only by element writes, with r read only as the array
-  // of element reads. r's element reads are then x's elements, with no
+  // of element reads (or of np.searchsorted). r's element reads are then x's elements, with no
   // array made per turn.
   std::map<int, RowOf> rows(const FNode& cond, const FNode& body) const {
     Tally t;
@@ -319,6 +319,11 @@ class ChainFlattener {
     }
     if (n.op == Op::Var) ++t.reads[n.reg];
     if (n.op == Op::GetItem && !n.kids.empty() && n.kids[0].op == Op::Var)
+      ++t.array_reads[n.kids[0].reg];
+    // np.searchsorted(row, v): a search over the row's elements, read where
+    // they are (native_gen_search.cpp).
+    if (n.op == Op::Call && n.spec && n.spec->name == "searchsorted" && !n.kids.empty() &&
+        n.kids[0].op == Op::Var)
       ++t.array_reads[n.kids[0].reg];
     const bool block = n.op == Op::Block;
     for (const FNode& k : n.kids) tally(k, block, t);

@@ -207,6 +207,14 @@ void Gen::write(int r, const CV& v) {
     b.CreateStore(b.getInt8(1), asg[r]);
     return;
   }
+  if (v.k == Reg::Arr && kind[r] == Reg::Undef && im.vars[static_cast<size_t>(r)].depth < 0 &&
+      v.arr >= 0 && kind[v.arr] == Reg::Arr) {
+    // A parameter of a function called inline whose call has not run before
+    // the code was made (a first turn, a call in a branch not taken yet): it
+    // holds the argument's array from here on, its descriptor copied.
+    set_array(r, atype[v.arr], nullptr, nullptr, v.arr);
+    return;
+  }
   if (v.k == Reg::Obj) {  // a list's index (the object itself stays where it is)
     if (kind[r] == Reg::Undef) {
       kind[r] = Reg::Obj;
@@ -299,6 +307,10 @@ CV Gen::eval_any(const FNode& n) {
         return CV{Reg::Arr, nullptr, nullptr, n.reg};
       }
       CV v = eval_any(n.kids[0]);
+      if (n.returned && v.k == Reg::Nil) {  // a function's None: the interpreter's
+        bail_if(b.getTrue());
+        return v;
+      }
       write(n.reg, v);
       return v;
     }
@@ -419,6 +431,21 @@ CV Gen::merge(const CV& a, llvm::BasicBlock* ba, const CV& c, llvm::BasicBlock* 
 }
 
 CV Gen::if_(const FNode& n) {
+  if (n.returned) {
+    // A function's returned value or its end's (fastloop_compile.cpp,
+    // compile_call): one never a number here (None, or not assigned so
+    // far) bails where it is taken, the other is the value.
+    const auto number = [&](const FNode& k) { return is_scalar(kind[k.reg]); };
+    const auto none = [&](const FNode& k) { return kind[k.reg] == Reg::Undef || kind[k.reg] == Reg::Obj; };
+    if (number(n.kids[1]) && none(n.kids[2])) {
+      bail_if(b.CreateNot(cond(n.kids[0])));
+      return read(n.kids[1].reg);
+    }
+    if (number(n.kids[2]) && none(n.kids[1])) {
+      bail_if(cond(n.kids[0]));
+      return read(n.kids[2].reg);
+    }
+  }
   const bool then_bails = n.kids[1].op == Op::Bail;
   const bool else_bails = n.kids.size() > 2 && n.kids[2].op == Op::Bail;
   if (then_bails || else_bails) {

@@ -8,8 +8,9 @@
 // (array registers, element reads and writes, the write log),
 // native_gen_arrexpr.cpp (array expressions over 1-d views: reductions and
 // slice writes, one loop each), native_gen_containers.cpp (lists, lists of lists, strings, dicts and sets),
-// native_gen_loops.cpp (nested and range loops, their chunks and versions) and
-// native_gen_bounds.cpp (the index intervals checked once before a range loop).
+// native_gen_loops.cpp (nested and range loops, their chunks and versions),
+// native_gen_bounds.cpp (the index intervals checked once before a range loop)
+// and native_gen_search.cpp (np.searchsorted's binary search).
 // Private to those files and native.cpp.
 #pragma once
 
@@ -601,6 +602,10 @@ struct Gen {
   // A float function of one number (np.sqrt(x), math.exp(x), ...): the
   // kind of its result found by calling the primitive once on a sample.
   CV call(const FNode& n);
+
+  // np.searchsorted(a, v[, side]) of a 1-d array variable or a row of one
+  // and a number: a binary search in the code (native_gen_search.cpp).
+  CV searchsorted(const FNode& n);
 
   // `-x` of a number (its kind kept: Python's int overflows at INT64_MIN, to
   // the general path; NumPy's int64 and int32 wrap around) and Python's

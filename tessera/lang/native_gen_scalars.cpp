@@ -474,6 +474,8 @@ CV Gen::call(const FNode& n) {
     count(n.slot);
     return CV{Reg::PyInt, b.getInt64(nd)};
   }
+  if (n.spec->name == "searchsorted" && (n.kids.size() == 2 || n.kids.size() == 3))
+    return searchsorted(n);
   auto it = ops.find(n.spec->name);
   if (it == ops.end() || n.kids.size() != 1)
     throw Refuse{"'" + n.spec->name + "' has no native code"};

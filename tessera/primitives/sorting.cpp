@@ -80,8 +80,10 @@ Value eval_searchsorted(Args& a) {
   if (side != "left" && side != "right") {
     a.value_error(2, "must be 'left' or 'right': got '" + side + "'");
   }
-  // Compare in the common type; Python scalars promote weakly (NEP 50).
-  DType dt = result_type(a[0].is_list() ? Value(sorted) : a[0], a[1].is_list() ? Value(v) : a[1]);
+  // Compare in the common type, as numpy.searchsorted: the value is made an
+  // array first, so a Python number counts as its own dtype (not weakly, as
+  // in arithmetic): a float32 array searched for 0.1 compares in float64.
+  DType dt = promote(sorted.dtype(), v.dtype());
   sorted = sorted.astype(dt);
   v = v.astype(dt);
   Array out(DType::int64, v.shape());

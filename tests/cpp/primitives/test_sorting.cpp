@@ -115,9 +115,13 @@ TEST(SortingSearchsorted, Sides) {
                        {1, 1}));
   EXPECT_TRUE(array_eq(call("searchsorted", {Array(DType::float64, {0}), f64({1, 2})}),
                        DType::int64, {2}, {0, 0}));
-  // A Python float against float32 compares in float32 (NEP 50).
+  // As numpy.searchsorted (NumPy 2), which makes the value an array first: a
+  // Python float against float32 compares in float64 (float32(0.1) > 0.1), a
+  // Python int against int32 in int64 (no overflow).
   EXPECT_TRUE(array_eq(call("searchsorted", {f32({0.1f, 0.2f}), Value(0.1), "right"}),
-                       DType::int64, {}, {1}));
+                       DType::int64, {}, {0}));
+  EXPECT_TRUE(array_eq(call("searchsorted", {Array(DType::int32, {3}), Value(int64_t{1} << 40)}),
+                       DType::int64, {}, {3}));
 }
 
 TEST(SortingSearchsorted, Errors) {
