@@ -172,10 +172,6 @@ struct BlockCache {
   }();
 };
 
-// c.cached as the allocation path reads it without the lock (updated under
-// it): a small allocation checks the cache's bound against it.
-std::atomic<size_t> g_cached{0};
-
 BlockCache& block_cache() {
   static BlockCache* c = new BlockCache();  // never destroyed: arrays may outlive statics
   return *c;
@@ -269,26 +265,6 @@ void small_free(void* p, size_t rounded) {
 // the smallest class they replaced (the counts, and the cache's bound by
 // them, are what they were).
 size_t counted_bytes(size_t block) { return block == kTinyBytes ? kAlignment : block; }
-
-// A block below the cache's sizes raises live bytes without passing through
-// the cache: kept blocks that now lift live + kept above the high-water mark
-// go back to malloc (largest first), as a large request's do, so that the
-// bound holds for every allocation. One relaxed load when nothing is kept.
-void keep_cache_under_high_water() {
-  if (g_cached.load(std::memory_order_relaxed) == 0) return;
-  const size_t live = g_live.load(std::memory_order_relaxed);
-  const size_t bound = g_high_water.load(std::memory_order_relaxed);
-  if (live + g_cached.load(std::memory_order_relaxed) <= bound) return;
-  BlockCache& c = block_cache();
-  std::lock_guard lock(c.mutex);
-  while (c.cached > 0 && live + c.cached > bound) {
-    auto largest = std::prev(c.free_blocks.end());
-    std::free(largest->second);
-    c.cached -= largest->first;
-    c.free_blocks.erase(largest);
-  }
-  g_cached.store(c.cached, std::memory_order_relaxed);
-}
 
 void* tiny_alloc() {
   SmallCache& t = tl_small;
@@ -392,7 +368,6 @@ void reset_peak_memory() {
 Storage::Storage(size_t bytes) : bytes_(bytes) {
   allocate(bytes <= kTinyBytes ? kTinyBytes : rounded_size(bytes));
   count_alloc(counted_bytes(block_));
-  if (block_ < kCacheMinBytes) keep_cache_under_high_water();
 }
 
 void Storage::allocate(size_t rounded) {
@@ -430,7 +405,6 @@ void Storage::allocate(size_t rounded) {
       block_ = it->first;
       data_ = it->second;
       c.cached -= block_;
-      g_cached.store(c.cached, std::memory_order_relaxed);
       c.free_blocks.erase(it);
       return;
     }
@@ -445,7 +419,6 @@ void Storage::allocate(size_t rounded) {
       c.cached -= largest->first;
       c.free_blocks.erase(largest);
     }
-    g_cached.store(c.cached, std::memory_order_relaxed);
   }
   auto get = [rounded] { return advise_huge_pages(std::aligned_alloc(kAlignment, rounded), rounded); };
   data_ = get();
@@ -466,7 +439,6 @@ void release_cached_blocks() {
   for (auto& [size, p] : c.free_blocks) std::free(p);
   c.free_blocks.clear();
   c.cached = 0;
-  g_cached.store(0, std::memory_order_relaxed);
 }
 
 Storage::Storage(void* data, size_t bytes, std::shared_ptr<void> owner)
@@ -492,7 +464,6 @@ Storage::~Storage() {
         live + c.cached + rounded <= g_high_water.load(std::memory_order_relaxed)) {
       c.free_blocks.emplace(rounded, data_);
       c.cached += rounded;
-      g_cached.store(c.cached, std::memory_order_relaxed);
       return;
     }
   }

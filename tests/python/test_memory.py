@@ -13,7 +13,9 @@ def test_memory_stats_keys_and_units():
                       "cache_limit_bytes"}
     assert all(isinstance(v, int) and v >= 0 for v in s.values())
     assert s["high_water_bytes"] >= s["peak_live_bytes"] >= s["live_bytes"]
-    assert s["live_bytes"] + s["cached_bytes"] <= s["high_water_bytes"]
+    # Kept blocks stay under the mark (each is kept only while live + kept bytes do);
+    # arrays under 1 MiB made since may lift live + kept above it (docs/runtime.md).
+    assert s["cached_bytes"] <= s["high_water_bytes"]
 
 
 def test_peak_counts_an_intermediate():
