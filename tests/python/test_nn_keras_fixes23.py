@@ -246,3 +246,44 @@ def test_run_eagerly_step_gets_the_weights_per_output(keras):
                weighted_metrics=[["mse"], ["mae"]])
     _same_logs(*[m.fit(X, [YA, YB], sample_weight=[None, WB], batch_size=4, epochs=2,
                        shuffle=False, verbose=0).history for m in (tm, km)])
+
+
+def test_sequence_weights_validation_and_batches_as_keras(keras):
+    """One output of per-step losses weighted per step ((n, steps) weights), the other
+    per sample, through the train_step and test_step overrides: fit with
+    validation_data=(x, y, [w, None]), then a PyDataset's batches, as Keras's."""
+    T = 3
+    x = RNG.normal(size=(N, T, 2)).astype("float32")
+    y = [RNG.normal(size=(N, T, 2)).astype("float32"), YB]
+    sw = [RNG.uniform(0.0, 2.0, (N, T)).astype("float32"), WB]
+
+    def model(lib, base):
+        inp = lib.Input((T, 2))
+        s = lib.layers.Dense(2, name="s")(inp)
+        f = lib.layers.Dense(1, name="f")(lib.layers.Flatten()(inp))
+        m = base(inp, [s, f])
+        m.compile(optimizer=lib.optimizers.SGD(0.1), loss=["mse", "mae"],
+                  weighted_metrics=[["mae"], ["mse"]])
+        return m
+    t_seen = []
+    tm, km = model(tn, _tessera_step_model(t_seen)), model(keras, keras.Model)
+    _same_weights(tm, km)
+    hist = [m.fit(x, y, sample_weight=sw, batch_size=4, epochs=2, shuffle=False, verbose=0,
+                  validation_data=(x, y, [sw[0], None])).history for m in (tm, km)]
+    _same_logs(*hist)
+    assert "val_s_loss" in hist[0]
+    assert repr(("train_step", 3, ("list", [(T,), ()]))) in t_seen
+
+    def batches(lib):
+        class Batches(lib.utils.PyDataset):
+            def __len__(self):
+                return 2
+
+            def __getitem__(self, i):
+                rows = slice(4 * i, 4 * i + 4)
+                return x[rows], [y[0][rows], y[1][rows]], [None, WB[rows]]
+        return Batches()
+    _same_logs(tm.fit(batches(tn), epochs=1, shuffle=False, verbose=0).history,
+               km.fit(batches(keras), epochs=1, shuffle=False, verbose=0).history)
+    _same_logs(tm.evaluate(batches(tn), verbose=0, return_dict=True),
+               km.evaluate(batches(keras), verbose=0, return_dict=True))
