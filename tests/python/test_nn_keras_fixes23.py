@@ -287,3 +287,22 @@ def test_sequence_weights_validation_and_batches_as_keras(keras):
                km.fit(batches(keras), epochs=1, shuffle=False, verbose=0).history)
     _same_logs(tm.evaluate(batches(tn), verbose=0, return_dict=True),
                km.evaluate(batches(keras), verbose=0, return_dict=True))
+
+
+def test_dicts_passed_on_are_matched_by_key(keras):
+    """super().compute_loss given y, y_pred and sample_weight as dicts in another key order
+    than the outputs': each matched by key, as Keras's."""
+    def reordered(lib):
+        class Reordered(lib.Model):
+            def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None,
+                             training=True):
+                def flip(d):
+                    return {"b": d["b"], "a": d["a"]}
+                return super().compute_loss(x, flip(y), flip(y_pred), flip(sample_weight),
+                                            training)
+        return Reordered
+    tm, km = _two(tn, reordered(tn), True), _two(keras, reordered(keras), True)
+    _same_weights(tm, km)
+    y, sw = _labels(True, False), {"a": WA, "b": None}
+    _same_logs(*[m.fit(X, y, sample_weight=sw, batch_size=4, epochs=2, shuffle=False,
+                       verbose=0).history for m in (tm, km)])

@@ -165,12 +165,20 @@ def _symbolic_labels(y):
     return y
 
 
+def _by_output_keys(model, v):
+    """A dict by the outputs' keys in the outputs' order (Keras matches them by key)."""
+    if isinstance(v, dict) and set(v) == set(model._output_names()):
+        return [v[k] for k in model._output_names()]
+    return v
+
+
 def compiled_loss_tensor(model, y, y_pred, sample_weight):
     """Model.compute_loss (Keras's default) on symbolic values: one node
     written as compile's losses, the added losses and the regularizers."""
     where = user_location()
     if model._compiled is None:
         raise RuntimeError(f"[compute_loss] call model.compile(...) first (at {where})")
+    y, y_pred = (_by_output_keys(model, v) for v in (y, y_pred))
     hs = _flat(y_pred, "y_pred", where)
     n = len(model._outputs)
     if len(hs) != n:
