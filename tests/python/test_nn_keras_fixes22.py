@@ -259,22 +259,6 @@ def test_dataset_batches_of_weights_per_output(keras):
                km.fit(batches(keras), epochs=1, shuffle=False, verbose=0).history)
 
 
-def test_a_step_override_is_refused_weights_per_output():
-    """A train_step override would get the weights per output: not supported yet, said."""
-    class Own(tn.Model):
-        def train_step(self, data):
-            x, y, _ = data
-            loss = self.compute_loss(x, y, self(x))
-            return {"loss": loss}
-    inp = tn.Input((4,))
-    model = Own(inp, [tn.layers.Dense(2)(inp), tn.layers.Dense(1)(inp)])
-    model.compile(optimizer="sgd", loss=["mse", "mse"])
-    with pytest.raises(NotImplementedError, match=r"\[train_step\] Own overrides train_step, "
-                                                  r"which does not take sample_weight given "
-                                                  rf"per output yet.*{HERE}"):
-        model.fit(X, [YA, YB], sample_weight=[WA, WB], verbose=0)
-
-
 def test_metric_subclass_gets_each_outputs_weights_as_given(keras):
     """A Metric subclass in weighted_metrics gets its own output's weights in the shape
     given, as Keras gives them: (n, T) for the sequence output, (n, 1) kept (n, 1) for the

@@ -55,7 +55,7 @@ LAYERS = [
     ("losses and metrics", {"losses", "loss_calls", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
                             "metrics", "clipping", "optimizer_classes", "optimizer_variables", "parallel", "parallel_layers",
                             "parallel_losses"}),
-    ("the compiled step", {"programs", "batch_norm_fusion", "regularizer_programs", "metric_programs", "step_overrides", "predict_step", "zero", "data_axis", "varlen", "pipeline"}),
+    ("the compiled step", {"programs", "batch_norm_fusion", "regularizer_programs", "metric_programs", "step_overrides", "step_weights", "predict_step", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
                              "file_editor", "json_config",
                              "_directory_datasets",

@@ -64,9 +64,17 @@ class MetricProgramsMixin:
                 continue
             sw = own if all(flags) and flags else None  # Keras: metrics= are unweighted
             out += self._metrics_of_output(k, ms, ys, hs, sw, counts, ctx)
+        loss_map = self.__dict__.get("_loss_sw_map")  # (a compute_loss override's)
         for tracker in self._compiled.output_losses:  # Keras's "<output>_loss"
             k = tracker.k  # (Keras records it before the loss weight)
-            e = self._output_loss_expr(k, ys, hs, given_sw, ctx)
+            own = given_sw
+            if loss_map is not None and given_sw is not None and k < len(loss_map) and \
+                    loss_map[k] != "given":  # weighted as super().compute_loss was given
+                j = loss_map[k]
+                own = None if j is None else given_sw if j == "sw" else \
+                    [weights_of_output(given_sw, j) if i == k else None
+                     for i in range(len(self._outputs))]
+            e = self._output_loss_expr(k, ys, hs, own, ctx)
             n = ctx.define("mn", f"astype(shape({hs[k]})[0], \"float64\")")
             out += [f"astype({e}, \"float64\") * {n}", n]
             if counts is not None:

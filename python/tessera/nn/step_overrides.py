@@ -5,7 +5,8 @@ Model semantics).
 fit and evaluate call the override once per program, on symbolic values: `x`
 (the model's inputs, as `call` receives them), `y` (placeholders of the labels'
 shapes and dtypes), `y_pred` (the model's outputs) and `sample_weight` (a
-placeholder, or None when the data has no weights), plus `training` when the
+placeholder, the structure given per output with a placeholder each: step_weights.py,
+or None when the data has no weights), plus `training` when the
 override takes it. What it returns (a scalar) is the step's loss: its gradient
 trains the weights, and it is logged as "loss". Sub-models it calls (a
 distiller's teacher) join the model's weights, as Keras tracks them.
@@ -36,6 +37,8 @@ from .call_defaults import outside_calls
 from .functional import graph_layers
 from .metric_base import MeanMetricWrapper, Metric
 from .symbolic import KerasTensor, WeightGradients, is_symbolic, record_operation, user_location
+from .step_weights import (as_program_sw, bind_sw, sw_key, sw_placeholders,
+                           weights_per_output)
 from .variables import collecting_updates, tracing
 
 __all__ = ["overrides_compute_loss", "step_layers", "trace_compute_loss", "compiled_loss_tensor",
@@ -99,10 +102,13 @@ class CompiledLoss:
     params: list = []
     trainable = True
 
-    def __init__(self, model, n_out: int, weighted: bool, w_shape=None):
+    def __init__(self, model, n_out: int, weighted, w_shape=None):
+        # weighted: False, True (one tensor for every output) or a flag per output (each
+        # output's own weights, None for an unweighted one: step_weights.py)
         self.model, self.n_out, self.weighted = model, n_out, weighted
-        self.w_shape = w_shape  # (the weights' shape but the batch axis, as passed)
+        self.w_shape = w_shape  # (the weights' shape but the batch axis, as passed; a list)
         self.name = "compute_loss"
+        self.only = None  # an output's index: its loss alone, before its loss weight
 
     def _is_custom(self) -> bool:
         return False
@@ -111,10 +117,27 @@ class CompiledLoss:
         n = self.n_out
         ys, hs = exprs[:n], exprs[n:2 * n]
         sw = exprs[2 * n] if self.weighted else None
-        if sw is not None and self.w_shape == given_sw_shape(self.model):
+        given = self.model.__dict__.get("_sw_given")
+        if isinstance(self.weighted, tuple):
+            it = iter(exprs[2 * n:])
+            sw = [next(it) if f else None for f in self.weighted]
+            # (the weights fit was given per output, passed on: back in the programs' form)
+            sw = [w if w is None or not isinstance(given, list) or s != tuple(given[k] or ())
+                  else as_program_sw(self.model, w, k)
+                  for k, (w, s) in enumerate(zip(sw, self.w_shape))]
+        if isinstance(self.weighted, tuple) and not isinstance(given, list):
+            # (the one array fit was given, passed on for each output as Keras gives it)
+            shape = given_sw_shape(self.model)
+            sw = [w if w is None or s != shape else as_program_sw(self.model, w)
+                  for w, s in zip(sw, self.w_shape)]
+        elif sw is not None and not isinstance(given, list) and \
+                self.w_shape == given_sw_shape(self.model):
             sw = as_program_sw(self.model, sw)  # (the weights fit was given, passed on)
-        terms = self.model._compiled_loss_terms(ys, hs, sw, ctx)
         dtype = self.model.dtype
+        if self.only is not None:  # (Keras's "<output>_loss" tracker records it)
+            return f"astype({self.model._output_loss_expr(self.only, ys, hs, sw, ctx)}, " \
+                   f"\"{dtype}\")"
+        terms = self.model._compiled_loss_terms(ys, hs, sw, ctx)
         if not terms:  # Keras on JAX: no loss at all is a loss of 0
             return f"astype(0.0, \"{dtype}\")"
         return f"astype({' + '.join(f'({t})' for t in terms)}, \"{dtype}\")"
@@ -142,12 +165,20 @@ def _symbolic_labels(y):
     return y
 
 
+def _by_output_keys(model, v):
+    """A dict by the outputs' keys in the outputs' order (Keras matches them by key)."""
+    if isinstance(v, dict) and set(v) == set(model._output_names()):
+        return [v[k] for k in model._output_names()]
+    return v
+
+
 def compiled_loss_tensor(model, y, y_pred, sample_weight):
     """Model.compute_loss (Keras's default) on symbolic values: one node
     written as compile's losses, the added losses and the regularizers."""
     where = user_location()
     if model._compiled is None:
         raise RuntimeError(f"[compute_loss] call model.compile(...) first (at {where})")
+    y, y_pred = (_by_output_keys(model, v) for v in (y, y_pred))
     hs = _flat(y_pred, "y_pred", where)
     n = len(model._outputs)
     if len(hs) != n:
@@ -167,13 +198,62 @@ def compiled_loss_tensor(model, y, y_pred, sample_weight):
                          f"(at {where})")
     ys = ys or hs  # no compiled loss reads labels
     ins = ys + hs
+    sample_weight = weights_per_output(model, sample_weight, n, "compute_loss")
     weighted = sample_weight is not None
     w_shape = None
-    if weighted:
-        ins += _flat(sample_weight, "sample_weight", where)[:1]
+    if isinstance(sample_weight, list):  # one entry per output (None: unweighted)
+        weighted = tuple(w is not None for w in sample_weight)
+        ins += [w for w in sample_weight if w is not None]
+        w_shape = [None if w is None else tuple(w.shape[1:]) for w in sample_weight]
+        if not any(weighted):
+            weighted = False
+    elif weighted:
+        ins += _flat(sample_weight, "sample_weight", where)
         w_shape = tuple(ins[-1].shape[1:])
     node = CompiledLoss(model, n, weighted, w_shape)
+    node.sw_given = sample_weight  # (what each output's loss is weighted by: loss_weights_map)
+    _track_output_losses(model, node, ins, hs, where)
     return KerasTensor((), model.dtype, "layer", args=(node, ins, True), where=where)
+
+
+def loss_weights_map(loss, sw_phs):
+    """Which of fit's weights each output's logged loss ("<output>_loss") is weighted by,
+    as the override passed them to super().compute_loss: per output None (unweighted), "sw"
+    (fit's one array), an output's index (its own array, as given per output), or "given"
+    (weights it computed: fit's weights of that output are used); None without such a call."""
+    nodes = [l for l in graph_layers([loss])[0] if isinstance(l, CompiledLoss)]
+    if not nodes:
+        return None
+    node = nodes[0]
+    given = node.sw_given
+    entries = given if isinstance(given, list) else [given] * node.n_out
+
+    def which(w):
+        if w is None:
+            return None
+        if isinstance(sw_phs, list):
+            return next((j for j, ph in enumerate(sw_phs) if ph is w), "given")
+        return "sw" if w is sw_phs else "given"
+    return [which(w) for w in entries]
+
+
+def _track_output_losses(model, node, ins, hs, where):
+    """In a traced train_step or test_step, Keras's compiled loss of several outputs
+    updates each output's loss tracker ("<output>_loss", in model.metrics from then on)
+    with that output's loss before its loss weight, weighted by the batch's size."""
+    trace = _ACTIVE.get()
+    outputs = model._compiled.output_losses
+    if trace is None or trace.model is not model or not outputs or node.n_out < 2:
+        return  # (a loss of the first output alone: Keras's is built on it, no trackers)
+    batch = ops.cast(ops.shape(hs[0])[0], "float32")
+    for tracker, t in zip(model._output_loss_trackers(), outputs):
+        if t.k >= node.n_out:
+            continue
+        part = CompiledLoss(model, node.n_out, node.weighted, node.w_shape)
+        part.only = t.k
+        value = KerasTensor((), model.dtype, "layer", args=(part, ins, True), where=where)
+        tracker.update_state(value, sample_weight=batch)
+    model.__dict__["_step_output_losses"] = True
 
 
 def compiled_loss_value(model, y, y_pred, sample_weight):
@@ -207,8 +287,11 @@ def _call_compute_loss(model, x, y, y_pred, sample_weight, training):
 
 def _given_labels(model, ys):
     """The `y` an override gets: the label placeholders, those given only (the first
-    outputs' labels, compile.py's _padded_labels), one alone as itself."""
+    outputs' labels, compile.py's _padded_labels), one alone as itself; a dict-output
+    model's by its keys, as Keras gives them."""
     m = model.__dict__.get("_labels_count") or len(ys)
+    if m > 1 and m == len(ys) and getattr(model, "_output_keys", None):
+        return dict(zip(model._output_names(), ys))
     return ys[0] if m == 1 else list(ys[:m])
 
 
@@ -216,18 +299,6 @@ def given_sw_shape(model) -> tuple:
     """The sample weights' shape as fit/evaluate were given them, but the batch axis: an
     override gets them so, as in Keras ((batch,) when not known)."""
     return tuple(model.__dict__.get("_sw_given") or ())
-
-
-def as_given_sw(model, sw: str) -> str:
-    """The programs' weights `sw` (their axes of 1 squeezed) in the shape given."""
-    given, held = given_sw_shape(model), tuple(model.__dict__.get("_sw_held") or ())
-    return sw if given == held else f"reshape({sw}, {[-1] + list(given)})"
-
-
-def as_program_sw(model, sw: str) -> str:
-    """Weights in the shape given back in the programs' form (as_given_sw undone)."""
-    given, held = given_sw_shape(model), tuple(model.__dict__.get("_sw_held") or ())
-    return sw if given == held else f"reshape({sw}, {[-1] + list(held)})"
 
 
 def _placeholder(shape, dtype, name):
@@ -240,14 +311,14 @@ def trace_compute_loss(model, weighted: bool, training: bool):
     specs = tuple(getattr(model, "_label_specs", None) or ())
     has_y = model.__dict__.get("_labels_given", True)
     key = (weighted, training, specs, model.__dict__.get("_labels_count"), has_y, model.dtype,
-           tuple(id(t) for t in model._inputs), given_sw_shape(model) if weighted else None)
+           tuple(id(t) for t in model._inputs), sw_key(model) if weighted else None)
     cache = model.__dict__.setdefault("_loss_traces", {})
     if key in cache:
         return cache[key]
     if not specs:
         specs = tuple((tuple(t.shape[1:]), model.dtype) for t in model._outputs)
     ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
-    sw = _placeholder(given_sw_shape(model), model.dtype, "sample_weight") if weighted else None
+    sw, sw_phs = sw_placeholders(model, weighted, model.dtype)
     x = model.input
     y = _given_labels(model, ys) if has_y else None  # (fit(x): Keras's y is None)
     y_pred = model._as_declared(list(model._outputs))
@@ -263,7 +334,8 @@ def trace_compute_loss(model, weighted: bool, training: bool):
                          f"{tuple(loss.shape)} (made at {loss.where}): the loss must be a scalar "
                          "(reduce it, e.g. ops.mean)")
     _drop_unlogged_output_losses(model, loss)
-    cache[key] = (loss, ys, sw)
+    model.__dict__.setdefault("_loss_sw_maps", {})[key] = loss_weights_map(loss, sw_phs)
+    cache[key] = (loss, ys, sw_phs)
     return cache[key]
 
 
@@ -280,7 +352,6 @@ def step_roots(model, which: str, weighted: bool):
             roots += [t for t in (y, p, w) if t is not None]
         return trace, roots
     if overrides_compute_loss(model):
-        refuse_per_output_weights(model, weighted, "compute_loss")
         return None, [trace_compute_loss(model, weighted, which == "train")[0]]
     return None, []
 
@@ -309,7 +380,8 @@ def refuse_split(model, how: str):
 
 def symbolic_args(*values) -> bool:
     return any(is_symbolic(v) for v in values if v is not None) or any(
-        is_symbolic(t) for v in values if isinstance(v, (list, tuple)) for t in v)
+        is_symbolic(t) for v in values if isinstance(v, (list, tuple, dict))
+        for t in (v.values() if isinstance(v, dict) else v))
 
 
 # ------------------------------------------------------------ train_step / test_step
@@ -424,10 +496,11 @@ class _CompileMetricsProxy:
             # one value it is given (unprefixed names): the first output, or a value of its
             # shape computed from the outputs (masked_image_modeling's masked patches)
             self.first_only, per = True, per[:1]
-        ys = [y_true] if len(per) == 1 else list(y_true)
-        ps = [y_pred] if len(per) == 1 else list(y_pred)
-        sws = list(sample_weight) if isinstance(sample_weight, (list, tuple)) and \
-            len(sample_weight) == len(per) and len(per) > 1 else [sample_weight] * len(per)
+        names = model._output_names()[:len(per)]
+        ys, ps = ([v] if len(per) == 1 else [v[k] for k in names] if isinstance(v, dict)
+                  else list(v) for v in (y_true, y_pred))
+        sws = weights_per_output(model, sample_weight, len(per), "compute_metrics")
+        sws = sws if isinstance(sws, list) else [sws] * len(per)
         # as Keras's CompileMetrics: the weights reach compile's weighted_metrics only
         for ms, flags, y, p, w in zip(per, self.real._weighted, ys, ps, sws):
             for m, weighted in zip(ms, flags):
@@ -633,6 +706,8 @@ def _step_metrics(model) -> list:
     for ms in model._compiled.metrics if model._compiled else []:
         for m in ms:
             add(m)
+    for m in model._output_loss_trackers() if model._compiled else []:
+        add(m)  # (updated when the step calls super().compute_loss)
     return found
 
 
@@ -663,7 +738,7 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     specs = tuple(getattr(model, "_label_specs", None) or ())
     has_y = model.__dict__.get("_labels_given", True)
     key = (hook, weighted, specs, has_y, model.__dict__.get("_labels_count"), model.dtype,
-           tuple(id(t) for t in model._inputs), given_sw_shape(model) if weighted else None)
+           tuple(id(t) for t in model._inputs), sw_key(model) if weighted else None)
     cache = model.__dict__.setdefault("_step_traces", {})
     if key in cache:
         return cache[key]
@@ -674,8 +749,8 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     owner = owner_class.__name__
     trace = StepTrace(model, hook)
     ys = [_placeholder(s, d, f"y{k}") for k, (s, d) in enumerate(specs)]
-    sw = _placeholder(given_sw_shape(model), model.dtype, "sample_weight") if weighted else None
-    trace.placeholders = (ys, sw)
+    sw, sw_phs = sw_placeholders(model, weighted, model.dtype)
+    trace.placeholders = (ys, sw_phs)
     x = model.input
     y = _given_labels(model, ys)
     data = x if not has_y else ((x, y) if sw is None else (x, y, sw))
@@ -733,6 +808,7 @@ def trace_step(model, hook: str, weighted: bool) -> StepTrace:
     finally:
         _ACTIVE.reset(token)
         model.__dict__.pop("_step_self_call", None)
+        model.__dict__.pop("_step_output_losses", None)
         model.__dict__["_tracker_objects"] = held
         for optimizer in optimizers:
             for name in ("apply", "apply_gradients"):
@@ -814,20 +890,9 @@ def step_trace_for(model, which: str, weighted: bool):
     hook = "train_step" if which == "train" else "test_step"
     for name in (hook, "compute_metrics"):
         if overridden_step(model, name):
-            refuse_per_output_weights(model, weighted, name)
             return trace_step(model, hook if name == hook else f"compute_metrics:{which}",
                               weighted)
     return None
-
-
-def refuse_per_output_weights(model, weighted, hook: str):
-    """sample_weight given per output (weighted: a tuple of flags) with an override that
-    would get them (data's (x, y, [w0, w1, ...])): not supported yet."""
-    if isinstance(weighted, tuple):
-        raise NotImplementedError(
-            f"[{hook}] {type(model).__name__} overrides {hook}, which does not take "
-            f"sample_weight given per output yet (one array per output); give one array for "
-            f"every output, or none (at {user_location()})")
 
 
 def refuse_step_split(model, how: str):
@@ -856,13 +921,13 @@ class StepOverridesMixin:
         (this module); _loss_text and the programs take them."""
         which = "train" if training == "true" else "evaluate"
         self.__dict__.pop("_step_grads", None)
+        self.__dict__.pop("_loss_sw_map", None)
         weighted = tuple(w is not None for w in sw) if isinstance(sw, list) else sw is not None
         trace = step_trace_for(self, which, weighted)
         if trace is not None:
             phs, sw_ph = trace.placeholders
             writer.names.update({t.id: e for t, e in zip(phs, ys)})
-            if sw_ph is not None:
-                writer.names[sw_ph.id] = as_given_sw(self, sw)
+            bind_sw(self, writer.names, sw_ph, sw)
             self.__dict__["_custom_loss"] = f"astype(0.0, \"{self.dtype}\")" \
                 if trace.loss is None else writer.expr(trace.loss)
             carried = trace.carried(writer)
@@ -875,12 +940,11 @@ class StepOverridesMixin:
             return
         if not overrides_compute_loss(self):
             return
-        refuse_per_output_weights(self, weighted, "compute_loss")
-        loss, phs, sw_ph = trace_compute_loss(self, sw is not None,
-                                                             training == "true")
+        loss, phs, sw_ph = trace_compute_loss(self, weighted, training == "true")
+        self.__dict__["_loss_sw_map"] = next((m for k, m in self.__dict__.get(
+            "_loss_sw_maps", {}).items() if self._loss_traces.get(k, (None,))[0] is loss), None)
         writer.names.update({t.id: e for t, e in zip(phs, ys)})
-        if sw_ph is not None:
-            writer.names[sw_ph.id] = as_given_sw(self, sw)
+        bind_sw(self, writer.names, sw_ph, sw)
         self.__dict__["_custom_loss"] = writer.expr(loss)
 
     def _add_step_layers(self, kind):

@@ -603,7 +603,7 @@ class CompileMixin:
         as Keras's data adapter and losses take them (sample_weights.py); the shape given
         is kept for a Metric subclass's update_state, which Keras gives it as is."""
         self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
-        self.__dict__["_sw_held"] = None
+        self.__dict__["_sw_held"] = self.__dict__["_sw_form"] = None
         where = self.__dict__.get("_sw_where") or where  # (train_on_batch runs fit)
         sample_weight = _one_outputs_list(sample_weight, len(ys))
         if sample_weight is not None and class_weight is not None:
@@ -674,22 +674,27 @@ class CompileMixin:
                                  f"{got}): give one per output (None: that output "
                                  f"unweighted), as Keras (\"{same}\") (at {user_location()})")
         losses = {k: (k, loss, per) for k, loss, per in self._weighted_outputs(ys, n)}
-        out, trailing = [], []
+        out, trailing, helds = [], [], []
         for k, w in enumerate(given):
             what = f"sample_weight[{names[k]!r}]" if keyed else f"sample_weight[{k}]"
             if w is None:
                 out.append(np.zeros((n,) + UNREAD, dtype=self.dtype))
                 trailing.append(None)
+                helds.append(None)
                 continue
             w = np.asarray(w, dtype=np.float64)
             held = check_fit_weights(w, n, [losses[k]] if k in losses else [], where, what)
             _refuse_bad_weights(held, where, what)
             out.append(held.astype(self.dtype))
             trailing.append(tuple(w.shape[1:]))
+            helds.append(tuple(held.shape[1:]))
         if all(t is None for t in trailing):
             return None  # (Keras: [None, None] is no weights)
         if note:
             self._note_sw_shape(trailing)
+            self.__dict__["_sw_held"] = helds
+        # the structure a step override gets them in (step_overrides.py), as Keras gives it
+        self.__dict__["_sw_form"] = kind
         return out
 
     def _note_sw_shape(self, trailing: tuple):
@@ -756,7 +761,7 @@ class CompileMixin:
         n_in, n_out = len(self._inputs), len(self._outputs)
         spec = ds.element_spec
         self.__dict__["_sw_given"] = self.__dict__["_sw_key"] = None
-        self.__dict__["_sw_held"] = None
+        self.__dict__["_sw_held"] = self.__dict__["_sw_form"] = None
         per_output = n_out > 1 and len(spec) == n_in + 2 * n_out
         if len(spec) != n_in + n_out + 1 and not per_output:
             return ds, False
@@ -779,6 +784,8 @@ class CompileMixin:
                 f"the dataset's sample_weight for output {names[k]!r} (a batch)").shape[1:]
                 for k, g in enumerate(givens)]
             self._note_sw_shape([None if g == UNREAD else g for g in givens])
+            self.__dict__["_sw_held"] = [None if g == UNREAD else h
+                                         for g, h in zip(givens, helds)]
         weighted = True if not per_output else tuple(g != UNREAD for g in givens)
         if helds == givens:
             return ds, weighted

@@ -89,8 +89,12 @@ class BatchValues:
                 bound[t.id] = f"eager_d{len(data)}"
                 data.append(a)
             if sw is not None and self.sw is not None:
-                bound[sw.id] = f"eager_d{len(data)}"
-                data.append(self.sw)
+                # (weights per output: a placeholder, or None, each; sample_weights.UNREAD)
+                for t, a in (zip(sw, self.sw) if isinstance(sw, list) else [(sw, self.sw)]):
+                    if t is not None:
+                        bound[t.id] = f"eager_d{len(data)}"
+                        data.append(np.asarray(a).reshape(np.shape(a)[:1] + tuple(
+                            t.shape[1:])))
         return bound, data
 
     def __call__(self, t: KerasTensor):

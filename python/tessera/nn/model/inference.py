@@ -52,7 +52,8 @@ class InferenceMixin:
     def _validate(self, validation_data, batch_size, steps, cbs=None) -> dict:
         """fit's validation: evaluate, calling the fit's callbacks' on_test_*
         hooks as Keras does. (The training weights' shape is kept for fit's programs.)"""
-        held = {k: self.__dict__.get(k) for k in ("_sw_given", "_sw_key", "_sw_held")}
+        held = {k: self.__dict__.get(k) for k in ("_sw_given", "_sw_key", "_sw_held",
+                                                   "_sw_form")}
         try:
             return self._validate_once(validation_data, batch_size, steps, cbs)
         finally:

@@ -151,7 +151,8 @@ class TrackersMixin:
         loss, compiled = self._trackers()
         # each output's loss tracker once a fit or evaluate ran (as Keras's,
         # made when its CompileLoss is built)
-        outputs = self._output_loss_trackers() if self.__dict__.get("_metrics_held") else []
+        outputs = self._output_loss_trackers() if self.__dict__.get("_metrics_held") or \
+            self.__dict__.get("_step_output_losses") else []  # (traced: step_overrides.py)
         held = [loss] + ([compiled] if compiled is not None else []) + outputs
         return held + self._attribute_metrics(held)
 
