@@ -593,6 +593,10 @@ struct Gen {
   // Millions of shifts within a few thousand elements cost one copy, not a
   // log of tens of megabytes; an array written a few times is never copied.
   void log_or_snapshot(int r, llvm::Value* p, llvm::Type* it, unsigned size);
+  // The same, skipped at run time when the array was made in this call (no
+  // undo needed: a bail goes back to before it was made, or, turn by turn, to
+  // registers not holding it); `name` labels the blocks.
+  void log_unless_fresh(int r, llvm::Value* p, llvm::Type* it, unsigned size, const char* name);
 
   // The old bytes of the element at `p` to the log.
   void log_write(llvm::Value* p, llvm::Type* it, unsigned size);
@@ -610,6 +614,10 @@ struct Gen {
   // `-x` of a number (its kind kept: Python's int overflows at INT64_MIN, to
   // the general path; NumPy's int64 and int32 wrap around) and Python's
   // `not x` (a Python bool whatever x's kind).
+  // -x of an int register: NumPy's int32 and int64 wrap around; Python's int
+  // past int64 bails (the general path's OverflowError), unless `v.s` says
+  // that turn's number is NumPy's.
+  llvm::Value* int_negative(const CV& v);
   CV negate(const FNode& n);
 
   int probe(const FNode& n, UnaryOp op, const CV& v);

@@ -498,23 +498,28 @@ CV Gen::setitem(const FNode& n) {
     b.CreateStore(b.CreateBitCast(p, i8p), site.addr);
     b.CreateStore(b.CreateLoad(it, b.CreateBitCast(p, it->getPointerTo())), site.old);
     sites->push_back(site);
-  } else if (slot_fresh[r]) {
-    // An array made in this call needs no undo (a bail goes back to
-    // before it was made, or, turn by turn, to registers not holding it).
-    llvm::BasicBlock* lg = llvm::BasicBlock::Create(ctx, "log_old", fn);
-    llvm::BasicBlock* nx = llvm::BasicBlock::Create(ctx, "logged_old", fn);
-    b.CreateCondBr(fresh_of(r), nx, lg);
-    b.SetInsertPoint(lg);
-    log_or_snapshot(r, p, it, size);
-    b.CreateBr(nx);
-    b.SetInsertPoint(nx);
   } else {
-    log_or_snapshot(r, p, it, size);
+    log_unless_fresh(r, p, it, size, "log_old");
   }
   b.CreateStore(x, p);
   count(n.counter);
   for (int c : n.also_count) count(c);
   return CV{Reg::Arr, nullptr, nullptr, r};
+}
+
+void Gen::log_unless_fresh(int r, llvm::Value* p, llvm::Type* it, unsigned size,
+                           const char* name) {
+  if (!slot_fresh[r]) {
+    log_or_snapshot(r, p, it, size);
+    return;
+  }
+  llvm::BasicBlock* lg = llvm::BasicBlock::Create(ctx, name, fn);
+  llvm::BasicBlock* nx = llvm::BasicBlock::Create(ctx, std::string(name) + "_done", fn);
+  b.CreateCondBr(fresh_of(r), nx, lg);
+  b.SetInsertPoint(lg);
+  log_or_snapshot(r, p, it, size);
+  b.CreateBr(nx);
+  b.SetInsertPoint(nx);
 }
 
 void Gen::log_or_snapshot(int r, llvm::Value* p, llvm::Type* it, unsigned size) {

@@ -812,17 +812,7 @@ CV Gen::slice_write(const FNode& n) {
     xv = b.CreateZExt(x.v, i8);
   }
   llvm::Value* p = b.CreateGEP(t, b.CreateBitCast(dst.base, t->getPointerTo()), b.CreateMul(ti, dst.step));
-  if (slot_fresh[r]) {
-    llvm::BasicBlock* lg = llvm::BasicBlock::Create(ctx, "slice_log", fn);
-    llvm::BasicBlock* nx = llvm::BasicBlock::Create(ctx, "slice_logged", fn);
-    b.CreateCondBr(fresh_of(r), nx, lg);
-    b.SetInsertPoint(lg);
-    log_or_snapshot(r, p, it, size);
-    b.CreateBr(nx);
-    b.SetInsertPoint(nx);
-  } else {
-    log_or_snapshot(r, p, it, size);
-  }
+  log_unless_fresh(r, p, it, size, "slice_log");
   b.CreateStore(xv, p);
   b.CreateStore(b.CreateAdd(ti, b.getInt64(1)), ta);
   b.CreateBr(head);

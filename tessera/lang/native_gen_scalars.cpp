@@ -486,20 +486,10 @@ CV Gen::call(const FNode& n) {
     // abs of an int is an int of its kind: Python's past int64 is a big
     // integer (the general path's OverflowError), NumPy's wraps
     // (np.abs(np.int64 min) is itself, as negation).
+    // (an int32's value is its int64 register, sign-extended: < 0 alike)
+    llvm::Value* neg = b.CreateICmpSLT(v.v, b.getInt64(0));
     CV r = v;
-    if (vk == Reg::NpI32) {
-      llvm::Value* x = b.CreateTrunc(v.v, b.getInt32Ty());
-      llvm::Value* neg = b.CreateICmpSLT(x, b.getInt32(0));
-      r.v = b.CreateSExt(b.CreateSelect(neg, b.CreateNeg(x), x), i64);
-    } else {
-      llvm::Value* neg = b.CreateICmpSLT(v.v, b.getInt64(0));
-      r.v = b.CreateSelect(neg, b.CreateSub(b.getInt64(0), v.v), v.v);
-      if (vk == Reg::PyInt) {
-        llvm::Value* over = b.CreateICmpEQ(v.v, b.getInt64(INT64_MIN));
-        if (v.s) over = b.CreateAnd(over, b.CreateNot(v.s));
-        bail_if(over);
-      }
-    }
+    r.v = b.CreateSelect(neg, int_negative(v), v.v);
     count(n.slot);
     return r;
   }
@@ -536,20 +526,20 @@ CV Gen::negate(const FNode& n) {
   }
   if (is_bool(vk)) throw Refuse{"'negative' of a bool"};
   CV r = v;
-  if (is_float(vk)) {
-    r.v = b.CreateFNeg(v.v);
-  } else if (vk == Reg::NpI32) {
-    r.v = b.CreateSExt(b.CreateNeg(b.CreateTrunc(v.v, b.getInt32Ty())), i64);
-  } else {
-    r.v = b.CreateSub(b.getInt64(0), v.v);
-    if (vk == Reg::PyInt) {
-      llvm::Value* over = b.CreateICmpEQ(v.v, b.getInt64(INT64_MIN));
-      if (v.s) over = b.CreateAnd(over, b.CreateNot(v.s));
-      bail_if(over);
-    }
-  }
+  r.v = is_float(vk) ? b.CreateFNeg(v.v) : int_negative(v);
   count(n.slot);
   return r;
+}
+
+llvm::Value* Gen::int_negative(const CV& v) {
+  const auto vk = static_cast<Reg::Kind>(v.k);
+  if (vk == Reg::NpI32) return b.CreateSExt(b.CreateNeg(b.CreateTrunc(v.v, b.getInt32Ty())), i64);
+  if (vk == Reg::PyInt) {
+    llvm::Value* over = b.CreateICmpEQ(v.v, b.getInt64(INT64_MIN));
+    if (v.s) over = b.CreateAnd(over, b.CreateNot(v.s));
+    bail_if(over);
+  }
+  return b.CreateSub(b.getInt64(0), v.v);
 }
 
 int Gen::probe(const FNode& n, UnaryOp op, const CV& v) {
