@@ -13,6 +13,7 @@
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/gradient_expansions.hpp"
 #include "tessera/primitives/registry.hpp"
+#include "tessera/runtime/parallel.hpp"
 
 namespace tessera {
 
