@@ -312,6 +312,8 @@ void release_small_blocks() {
   }
   for (int k = 0; k < t.header_count; ++k) std::free(t.headers[k]);
   t.header_count = 0;
+  for (int k = 0; k < t.tiny_count; ++k) std::free(t.tiny[k]);
+  t.tiny_count = 0;
 }
 
 // The Storage of a new array and its shared_ptr's counts are one block of
