@@ -11,21 +11,11 @@ import pytest
 
 import tessera.nn as tn
 from test_nn_keras_io_ninth import _same_weights  # the same weights given to both
+from keras_check import close as _close, same_logs as _same_logs
 
 RNG = np.random.default_rng(21)
 N, T, C = 6, 4, 3  # (T differs from every batch size used: no coincidental broadcasting)
 HERE = r"\(at .*test_nn_keras_fixes21\.py:\d+\)"
-
-
-def _close(a, b, tol=2e-5):
-    np.testing.assert_allclose(np.asarray(a, dtype=np.float64),
-                               np.asarray(b, dtype=np.float64), rtol=tol, atol=tol)
-
-
-def _same_logs(t, k, tol=1e-4):
-    assert sorted(t) == sorted(k)
-    for key in k:
-        _close(t[key], k[key], tol)
 
 
 # ------------------------------------------------------ a loss object called on arrays

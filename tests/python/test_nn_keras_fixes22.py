@@ -11,6 +11,7 @@ import pytest
 import tessera.data as td
 import tessera.nn as tn
 from test_nn_keras_io_ninth import _same_weights  # the same weights given to both
+from keras_check import close as _close, same_logs as _same_logs
 
 RNG = np.random.default_rng(22)
 N, T = 8, 3
@@ -20,17 +21,6 @@ YA = RNG.normal(size=(N, 2)).astype("float32")
 YB = RNG.normal(size=(N, 1)).astype("float32")
 WA = RNG.uniform(0.2, 2.0, N).astype("float32")
 WB = RNG.uniform(0.2, 2.0, N).astype("float32")
-
-
-def _close(a, b, tol=2e-5):
-    np.testing.assert_allclose(np.asarray(a, dtype=np.float64),
-                               np.asarray(b, dtype=np.float64), rtol=tol, atol=tol)
-
-
-def _same_logs(t, k, tol=1e-4):
-    assert sorted(t) == sorted(k)
-    for key in k:
-        _close(t[key], k[key], tol)
 
 
 def _two(lib, keyed=False, **compile_kw):

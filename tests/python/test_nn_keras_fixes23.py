@@ -11,6 +11,7 @@ import pytest
 
 import tessera.nn as tn
 from test_nn_keras_io_ninth import _same_weights  # the same weights given to both
+from keras_check import close as _close, same_logs as _same_logs
 
 RNG = np.random.default_rng(23)
 N = 8
@@ -26,17 +27,6 @@ CASES = [([WA, WB], False, False), ([WA, None], False, False), ([None, WB], Fals
          ((WA, WB), False, True), ({"a": WA, "b": None}, True, False), (WA, False, False),
          ([WA[:, None], WB], False, False)]
 IDS = ["list", "list-None", "None-list", "tuple", "dict-None", "one-array", "list-(n,1)"]
-
-
-def _close(a, b, tol=2e-5):
-    np.testing.assert_allclose(np.asarray(a, dtype=np.float64),
-                               np.asarray(b, dtype=np.float64), rtol=tol, atol=tol)
-
-
-def _same_logs(t, k, tol=1e-4):
-    assert sorted(t) == sorted(k)
-    for key in k:
-        _close(t[key], k[key], tol)
 
 
 def _describe(v):
