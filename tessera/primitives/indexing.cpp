@@ -538,7 +538,10 @@ Value getitem(Args& a) {
   if (std::optional<Array> v = basic_view(x, index)) return std::move(*v);
   if (const Array* m = whole_mask(x, index)) return mask_gather(x, *m);
   // x[idx] by one integer array: whole rows of x (a lookup table's), as take.
-  if (index.size() == 1 && index[0].is_array() && index[0].as_array().dtype() != DType::bool_) {
+  // (A 0-d integer array, NumPy's integer scalar, is an integer index: a
+  // view of a row, from select below.)
+  if (index.size() == 1 && index[0].is_array() && index[0].as_array().ndim() > 0 &&
+      index[0].as_array().dtype() != DType::bool_) {
     if (std::optional<Array> rows = take_by_blocks(x, index[0], 0)) return std::move(*rows);
   }
   Selection sel = select(x, index, a.op());

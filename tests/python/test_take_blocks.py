@@ -124,3 +124,23 @@ def test_rows_by_an_out_of_range_index_are_numpys_index_error_at_the_users_line(
             x[bad]
         with pytest.raises(IndexError, match=r"test_take_blocks.py:\d+"):
             tessera.jit(_rows)(x, bad)
+
+
+def test_a_numpy_integer_index_is_a_view_of_the_row_not_rows_by_an_array():
+    # np.argmax gives NumPy's int64 scalar (a 0-d array here): x[i] is then basic
+    # indexing, a view, and a write through it reaches x; x[np.array([i])] is a copy.
+    def f(x, y):
+        i = np.argmax(y)
+        v = x[i]
+        v[0] = 7.0
+        w = x[np.array([i])]
+        w[0, 1] = 9.0
+        return v, w
+
+    for threads in (1, 2):
+        x, want_x = np.zeros((3, 2)), np.zeros((3, 2))
+        got = tessera.jit(f, threads=threads)(x, np.array([0, 5, 1]))
+        want = f(want_x, np.array([0, 5, 1]))
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(x, want_x)  # the write through the view reached x
