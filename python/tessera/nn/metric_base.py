@@ -118,6 +118,9 @@ class Metric(Configurable):
         if p.ndim == 0 or y.ndim == 0 or len(y) != len(p):
             raise ValueError(f"[{where}] y_true and y_pred must hold the same number of samples "
                              f"(batch first), got shapes {y.shape} and {p.shape}")
+        check = getattr(self, "_check_eager_shapes", None)
+        if check is not None:
+            check(p.shape[1:])
         args = [np.ascontiguousarray(y), np.ascontiguousarray(p)]
         if sample_weight is not None:
             w = np.asarray(sample_weight, dtype=np.float32)

@@ -43,10 +43,11 @@ import numpy as np
 from . import losses, metric_classes, metric_functions
 from .metric_base import (_EPS, _F64, _NEG_INF, Metric, MeanMetricWrapper, _Builtin,  # noqa: F401
                           _bucket_counts, _counts, _divide_no_nan, _flat_parts, _like, _num,
-                          _sparse, _thresholds)
+                          _f64, _sparse, _thresholds)
 from .metric_classes import *  # noqa: F401,F403 - more of Keras's metric classes
 from .metric_functions import *  # noqa: F401,F403 - Keras's metric functions
 from .sample_weights import same_rank
+from .symbolic import user_location
 
 __all__ = ["Metric", "MeanMetricWrapper", "Accuracy", "BinaryAccuracy", "CategoricalAccuracy",
            "SparseCategoricalAccuracy", "TopKCategoricalAccuracy",
@@ -507,18 +508,36 @@ class Sum(Metric):
 
 
 class AUC(Metric):
-    """Keras's AUC (single label): the area under the ROC or PR curve from the
-    confusion counts at ``num_thresholds`` thresholds (or at ``thresholds``
-    plus the ends), summed as ``summation_method`` says."""
+    """Keras's AUC: the area under the ROC or PR curve from the confusion
+    counts at ``num_thresholds`` thresholds (or at ``thresholds`` plus the
+    ends), summed as ``summation_method`` says. ``multi_label=True``: counts
+    per label (outputs of shape (batch, labels)) and the mean of the labels'
+    areas, weighted by ``label_weights`` when given; with ``multi_label=False``
+    the ``label_weights`` weight each label's entries in the flattened counts."""
 
     name = "auc"
 
     def __init__(self, num_thresholds=200, curve="ROC", summation_method="interpolation",
                  name=None, dtype=None, thresholds=None, multi_label=False, num_labels=None,
                  label_weights=None, from_logits=False):
-        if multi_label or label_weights is not None:
-            raise ValueError("[AUC] multi_label=True and label_weights are not supported yet: "
-                             "use one AUC per label (class_id) or the default single-label AUC")
+        self.multi_label = bool(multi_label)
+        if num_labels is not None and not self.multi_label:
+            raise ValueError(f"[AUC] num_labels is needed only when multi_label is True, got "
+                             f"num_labels={num_labels!r}")
+        if num_labels is not None and (isinstance(num_labels, bool) or not isinstance(
+                num_labels, numbers.Integral) or num_labels < 1):
+            raise ValueError(f"[AUC] num_labels must be a positive int, got {num_labels!r}")
+        self.num_labels = None if num_labels is None else int(num_labels)
+        self.label_weights = None
+        if label_weights is not None:
+            lw = np.asarray(label_weights, dtype=np.float32)
+            if lw.ndim != 1 or lw.size == 0 or not np.all(np.isfinite(lw)) or np.any(lw < 0):
+                raise ValueError(f"[AUC] label_weights must be a 1-D list of non-negative "
+                                 f"numbers, one per label, got {label_weights!r}")
+            if self.num_labels is not None and lw.size != self.num_labels:
+                raise ValueError(f"[AUC] label_weights has {lw.size} entries but num_labels is "
+                                 f"{self.num_labels}")
+            self.label_weights = lw
         curve = curve.upper() if isinstance(curve, str) else curve
         if curve not in ("ROC", "PR"):
             raise ValueError(f"[AUC] curve must be 'ROC' or 'PR', got {curve!r}")
@@ -548,11 +567,77 @@ class AUC(Metric):
         self.thresholds = [0.0 - _EPS] + inner + [1.0 + _EPS]
         super().__init__(name)
 
+    checks_shapes = True  # a model's programs call expressions_for
+
+    def _check_labels(self, out_shape, where):
+        """The per-sample output shape a multi-label AUC or one with
+        label_weights can count: (labels,) for multi_label (Keras needs rank 2
+        with the batch), and label_weights one per entry of the last axis."""
+        n = out_shape[-1] if out_shape else 1
+        if self.multi_label and len(out_shape) != 1:
+            raise ValueError(f"[{self.name}] AUC(multi_label=True) needs outputs of shape "
+                             f"(batch, labels) (rank 2, as Keras), got "
+                             f"{(None,) + tuple(out_shape)} ({where})")
+        if self.multi_label and self.num_labels is not None and n != self.num_labels:
+            raise ValueError(f"[{self.name}] AUC(num_labels={self.num_labels}) got outputs of "
+                             f"{n} labels, shape {(None,) + tuple(out_shape)} ({where})")
+        if self.label_weights is not None and self.label_weights.size != n:
+            raise ValueError(f"[{self.name}] label_weights has {self.label_weights.size} "
+                             f"entries but the outputs have {n} labels (last axis of "
+                             f"{(None,) + tuple(out_shape)}) ({where})")
+
+    def expressions_for(self, y, p, w, ctx, label_spec, out_shape, w_shape=None):
+        self._check_labels(tuple(out_shape), f"at {user_location()}")
+        return self.expressions(y, p, w)
+
+    def _check_eager_shapes(self, out_shape):  # (Metric.update_state's hook)
+        if self.multi_label or self.label_weights is not None:
+            self._check_labels(tuple(out_shape), f"at {user_location()}")
+
     def expressions(self, y, p, w=None):
-        parts = _flat_parts(y, p, w, None, None, self.from_logits)
+        preds, labels, weights = _flat_parts(y, p, w, None, None, self.from_logits)
+        if self.label_weights is not None and not self.multi_label:
+            # Keras: each label's entries weighted by its label weight in the counts
+            lw = "array([" + ", ".join(_num(v) for v in self.label_weights) + "])"
+            ones = f"ones_like({p}, dtype={_F64})"
+            per = ones if w is None else f"transpose(transpose({ones}) * {_f64(w)})"
+            weights = f"ravel({per} * {lw})"
+        if not self.multi_label:
+            if self.evenly:
+                return [_bucket_counts(self.num_thresholds, preds, labels, weights)]
+            return [_counts(self.thresholds, ("tp", "fp", "tn", "fn"), preds, labels, weights)]
+        # per label: (4, thresholds, labels), the entries of each label column counted alone
+        rows = f"list(-1, shape({p})[-1])"
+        q, l, v = (f"reshape({e}, {rows})" for e in (preds, labels, weights))
         if self.evenly:
-            return [_bucket_counts(self.num_thresholds, *parts)]
-        return [_counts(self.thresholds, ("tp", "fp", "tn", "fn"), *parts)]
+            n = self.num_thresholds
+            idx = (f"astype(maximum(ceil(clip(q, 0.0, 1.0) * {_num(n - 1)}) - 1.0, 0.0), "
+                   "\"int64\")")
+            hit = (f"astype(expand_dims(i, 0) == reshape(arange({n}), list(-1, 1, 1)), "
+                   f"{_F64})")
+            tp = "flip(cumsum(flip(sum(h * l * v, axis=1), axis=0), axis=0), axis=0)"
+            fp = "flip(cumsum(flip(sum(h * (1.0 - l) * v, axis=1), axis=0), axis=0), axis=0)"
+            body = ("stack(list(tp, fp, sum((1.0 - l) * v, axis=0) - fp, "
+                    "sum(l * v, axis=0) - tp))")
+            return [f"(lambda(q, l, v, (lambda(i, (lambda(h, (lambda(tp, fp, {body}))({tp}, "
+                    f"{fp})))({hit})))({idx})))({q}, {l}, {v})"]
+        ts = "array([" + ", ".join(_num(t) for t in self.thresholds) + "])"
+        g = f"astype(expand_dims(q, 0) > reshape({ts}, list(-1, 1, 1)), {_F64})"
+        body = ("stack(list(sum(g * l * v, axis=1), sum(g * (1.0 - l) * v, axis=1), "
+                "sum((1.0 - g) * (1.0 - l) * v, axis=1), sum((1.0 - g) * l * v, axis=1)))")
+        return [f"(lambda(q, l, v, (lambda(g, {body}))({g})))({q}, {l}, {v})"]
+
+    def _by_label(self, terms):
+        """The area: the terms summed over the thresholds, for several labels
+        their mean (weighted by label_weights, Keras's divide_no_nan)."""
+        if not self.multi_label:
+            return float(np.sum(terms))
+        by_label = np.sum(terms, axis=0)
+        if self.label_weights is None:
+            return float(np.mean(by_label))
+        lw = self.label_weights.astype(np.float64)
+        total = float(np.sum(lw))
+        return float(np.sum(by_label * lw) / total) if total else 0.0
 
     def result(self, totals):
         tp, fp, tn, fn = np.asarray(totals[0], np.float64)
@@ -569,10 +654,9 @@ class AUC(Metric):
             heights = np.minimum(y[:-1], y[1:])
         else:
             heights = np.maximum(y[:-1], y[1:])
-        return float(np.sum((x[:-1] - x[1:]) * heights))
+        return self._by_label((x[:-1] - x[1:]) * heights)
 
-    @staticmethod
-    def _interpolate_pr_auc(tp, fp, fn):
+    def _interpolate_pr_auc(self, tp, fp, fn):
         dtp = tp[:-1] - tp[1:]
         p = tp + fp
         dp = p[:-1] - p[1:]
@@ -582,12 +666,15 @@ class AUC(Metric):
         ratio = np.where(both, _divide_no_nan(p[:-1], np.maximum(p[1:], 0)), 1.0)
         increment = _divide_no_nan(slope * (dtp + intercept * np.log(ratio)),
                                    np.maximum(tp[1:] + fn[1:], 0))
-        return float(np.sum(increment))
+        return self._by_label(increment)
 
     def get_config(self):
         return {**super().get_config(), "num_thresholds": self.num_thresholds,
                 "curve": self.curve, "summation_method": self.summation_method,
-                "thresholds": self.init_thresholds, "from_logits": self.from_logits}
+                "thresholds": self.init_thresholds, "from_logits": self.from_logits,
+                "multi_label": self.multi_label, "num_labels": self.num_labels,
+                "label_weights": None if self.label_weights is None else
+                [float(v) for v in self.label_weights]}
 
     @classmethod
     def from_config(cls, config):
