@@ -40,6 +40,7 @@ __all__ = ["Loss", "MeanSquaredError", "MeanAbsoluteError", "MeanAbsolutePercent
 
 # Keras's epsilon where its losses clip.
 _EPS = "1e-7"
+_EPSF = 1e-7  # (the same, for the losses written with ops)
 
 
 def _num(x) -> str:
@@ -148,10 +149,7 @@ class Loss:
     def _symbolic_call(self, y_true, y_pred, sample_weight):
         """The loss of symbolic tensors (a layer's call, e.g. for add_loss):
         a subclass's call() recorded, weighted and averaged as on arrays."""
-        if self._is_custom():
-            values = self.call(y_true, y_pred)
-        else:
-            values = self.symbolic_per_sample(y_true, y_pred)
+        values = self._symbolic_values(y_true, y_pred)
         if sample_weight is not None:
             values, w = same_rank(values, sample_weight, ops.squeeze, ops.expand_dims)
             values = values * w  # (broadcast as NumPy's, as Keras's)
@@ -164,12 +162,15 @@ class Loss:
             return ops.sum(values) / ops.sum(w)  # (the weights as given, as Keras's)
         return np.mean(values)
 
+    def _symbolic_values(self, y, p):
+        """The values the reduction of a symbolic call averages: each sample's."""
+        return self.call(y, p) if self._is_custom() else self.symbolic_per_sample(y, p)
+
     def symbolic_per_sample(self, y, p):
         """Each sample's loss of symbolic tensors (inside a layer's call), written
-        with tessera.nn.ops; the losses that have it: _SYMBOLIC_LOSSES."""
-        raise TypeError(f"[{type(self).__name__}] a built-in loss object cannot be called on "
-                        "symbolic tensors inside a layer's call() yet (those that can: "
-                        f"{', '.join(_SYMBOLIC_LOSSES)}); write the loss with NumPy functions "
+        with tessera.nn.ops (every built-in loss has it)."""
+        raise TypeError(f"[{type(self).__name__}] this loss cannot be called on symbolic "
+                        "tensors inside a layer's call(): write it with NumPy functions "
                         "(or a Loss subclass with call) there, or give it to compile(loss=...)")
 
     def values(self, y_true, y_pred):
@@ -260,6 +261,9 @@ class MeanAbsolutePercentageError(Loss):
     def per_sample(self, y, p):
         return f"100.0 * mean(abs(({y} - {p}) / maximum(abs({y}), {_EPS})), axis=-1)"
 
+    def symbolic_per_sample(self, y, p):
+        return 100.0 * ops.mean(ops.abs((y - p) / ops.maximum(ops.abs(y), _EPSF)), axis=-1)
+
 
 class MeanSquaredLogarithmicError(Loss):
     name = "mean_squared_logarithmic_error"
@@ -267,6 +271,11 @@ class MeanSquaredLogarithmicError(Loss):
     def per_sample(self, y, p):
         return (f"mean((log(maximum({p}, {_EPS}) + 1.0) - log(maximum({y}, {_EPS}) + 1.0)) "
                 "** 2, axis=-1)")
+
+    def symbolic_per_sample(self, y, p):
+        K = ops
+        return K.mean(K.square(K.log(K.maximum(p, _EPSF) + 1.0) -
+                               K.log(K.maximum(y, _EPSF) + 1.0)), axis=-1)
 
 
 class Huber(Loss):
@@ -301,6 +310,10 @@ class LogCosh(Loss):
         e = f"({p} - {y})"
         return f"mean({e} + softplus(-2.0 * {e}) - 0.6931471805599453, axis=-1)"
 
+    def symbolic_per_sample(self, y, p):
+        e = p - y
+        return ops.mean(e + ops.softplus(-2.0 * e) - 0.6931471805599453, axis=-1)
+
 
 class KLDivergence(Loss):
     name = "kl_divergence"
@@ -320,6 +333,9 @@ class Poisson(Loss):
 
     def per_sample(self, y, p):
         return f"mean({p} - {y} * log({p} + {_EPS}), axis=-1)"
+
+    def symbolic_per_sample(self, y, p):
+        return ops.mean(p - y * ops.log(p + _EPSF), axis=-1)
 
 
 class SparseCategoricalCrossentropy(Loss):
@@ -456,6 +472,12 @@ class CosineSimilarity(Loss):
     def per_sample(self, y, p):
         return f"-sum({_l2_normalized(y)} * {_l2_normalized(p)}, axis=-1)"
 
+    def symbolic_per_sample(self, y, p):
+        def unit(x):
+            return x / ops.sqrt(ops.maximum(ops.sum(ops.square(x), axis=-1, keepdims=True),
+                                            1e-12))
+        return -ops.sum(unit(y) * unit(p), axis=-1)
+
 
 def _hinge_labels(y: str) -> str:
     """Keras's labels for hinge losses: 0/1 labels (all of the batch's) become
@@ -475,6 +497,13 @@ class Hinge(Loss):
     def per_sample(self, y, p):
         return f"mean(maximum(1.0 - {_hinge_labels(y)} * {p}, 0.0), axis=-1)"
 
+    def symbolic_per_sample(self, y, p):
+        return ops.mean(self._margin(_symbolic_hinge_labels(y), p), axis=-1)
+
+    @staticmethod
+    def _margin(t, p):
+        return ops.maximum(1.0 - t * p, 0.0)
+
 
 class SquaredHinge(Hinge):
     """Keras's SquaredHinge: mean(maximum(1 - y p, 0)^2) over the last axis."""
@@ -483,6 +512,9 @@ class SquaredHinge(Hinge):
 
     def per_sample(self, y, p):
         return f"mean(square(maximum(1.0 - {_hinge_labels(y)} * {p}, 0.0)), axis=-1)"
+
+    def symbolic_per_sample(self, y, p):
+        return ops.mean(ops.square(self._margin(_symbolic_hinge_labels(y), p)), axis=-1)
 
 
 class CategoricalHinge(Loss):
@@ -496,6 +528,9 @@ class CategoricalHinge(Loss):
     def per_sample(self, y, p):
         return (f"maximum(max((1.0 - {y}) * {p}, axis=-1) - sum({y} * {p}, axis=-1) + 1.0, "
                 "0.0)")
+
+    def symbolic_per_sample(self, y, p):
+        return ops.maximum(ops.max((1.0 - y) * p, axis=-1) - ops.sum(y * p, axis=-1) + 1.0, 0.0)
 
 
 class BinaryFocalCrossentropy(Loss):
@@ -544,6 +579,21 @@ class BinaryFocalCrossentropy(Loss):
             focal = f"({t} * {_num(a)} + (1.0 - {t}) * {_num(1 - a)}) * {focal}"
         return f"mean({focal}, axis=-1)"
 
+    def symbolic_per_sample(self, y, p):
+        K = ops
+        t = y
+        if self.label_smoothing:
+            s = self.label_smoothing
+            t = y * (1 - s) + 0.5 * s
+        q = K.sigmoid(p) if self.from_logits else p
+        c = K.clip(q, _EPSF, 1 - 1e-7)
+        bce = -(t * K.log(c) + (1.0 - t) * K.log(1.0 - c))
+        p_t = t * q + (1.0 - t) * (1.0 - q)
+        focal = K.power(1.0 - p_t, self.gamma) * bce
+        if self.apply_class_balancing:
+            focal = (t * self.alpha + (1.0 - t) * (1 - self.alpha)) * focal
+        return K.mean(focal, axis=-1)
+
 
 def _axis_sum(x: str, axis) -> str:
     """sum over `axis` (None: every axis, a scalar; an int or a tuple of ints)."""
@@ -583,6 +633,11 @@ class Dice(Loss):
         return (f"1.0 - 2.0 * {_axis_sum(f'{y} * {p}', a)} / "
                 f"({_axis_sum(y, a)} + {_axis_sum(p, a)} + {_EPS})")
 
+    def symbolic_per_sample(self, y, p):
+        a = self.axis
+        return 1.0 - 2.0 * _symbolic_axis_sum(y * p, a) / (
+            _symbolic_axis_sum(y, a) + _symbolic_axis_sum(p, a) + _EPSF)
+
 
 class Tversky(Loss):
     """Keras's Tversky: 1 - TP / (TP + alpha FP + beta FN + 1e-7) with TP =
@@ -612,6 +667,13 @@ class Tversky(Loss):
         fn = _axis_sum(f"{p} * (1.0 - {y})", a)
         return (f"1.0 - {tp} / ({tp} + {fp} * {_num(self.alpha)} + {fn} * {_num(self.beta)} + "
                 f"{_EPS})")
+
+    def symbolic_per_sample(self, y, p):
+        a = self.axis
+        tp = _symbolic_axis_sum(y * p, a)
+        fp = _symbolic_axis_sum((1.0 - p) * y, a)
+        fn = _symbolic_axis_sum(p * (1.0 - y), a)
+        return 1.0 - tp / (tp + fp * self.alpha + fn * self.beta + _EPSF)
 
 
 class CategoricalFocalCrossentropy(Loss):
@@ -662,6 +724,18 @@ class CategoricalFocalCrossentropy(Loss):
         return (f"sum(power(1.0 - {out}, {_num(self.gamma)}) * {alpha} * (-{t} * log({out})), "
                 "axis=-1)")
 
+    def symbolic_per_sample(self, y, p):
+        K = ops
+        t = y
+        if self.label_smoothing:
+            s = self.label_smoothing
+            t = y * (1 - s) + s / p.shape[-1]
+        q = K.softmax(p, axis=-1) if self.from_logits else p
+        out = K.clip(q / K.sum(q, axis=-1, keepdims=True), _EPSF, 1 - 1e-7)
+        alpha = (np.asarray(self.alpha, dtype=p.dtype) if isinstance(self.alpha, list)
+                 else self.alpha)
+        return K.sum(K.power(1.0 - out, self.gamma) * alpha * (-t * K.log(out)), axis=-1)
+
 
 def _class_indices(y: str, p: str) -> str:
     """Integer labels shaped like the output without its last axis."""
@@ -691,6 +765,13 @@ class CategoricalGeneralizedCrossEntropy(Loss):
         one_hot = f"one_hot({_class_indices(y, p)}, shape({p})[-1], dtype=dtype_name({p}))"
         q = _num(self.q)
         return f"(1.0 - power(sum({p} * {one_hot}, axis=-1), {q})) / {q}"
+
+    def symbolic_per_sample(self, y, p):
+        K = ops
+        labels = K.reshape(K.cast(y, "int64"), tuple(-1 if d is None else d
+                                                     for d in p.shape[:-1]))
+        one_hot = K.one_hot(labels, p.shape[-1], dtype=p.dtype)
+        return (1.0 - K.power(K.sum(p * one_hot, axis=-1), self.q)) / self.q
 
 
 class Circle(Loss):
@@ -750,7 +831,34 @@ class Circle(Loss):
     def expression_for(self, y, p, ctx, label_spec, out_shape):
         return f"mean({self.per_sample_for(y, p, ctx, label_spec, out_shape)})"
 
+    def symbolic_per_sample(self, y, p):
+        K = ops
+        g, m = self.gamma, self.margin
+        col = K.reshape(K.cast(y, "int64"), (-1, 1))
+        same = col == K.transpose(col)
+        pos = same
+        if self.remove_diagonal:
+            index = K.cumsum(K.ones_like(col), axis=0)  # 1..n down the batch
+            pos = K.logical_and(same, index != K.transpose(index))
+        neg = K.logical_not(same)
+        d = K.maximum(1.0 - K.matmul(p, K.transpose(p)), 0.0)
+        p_loss = K.logsumexp(K.where(pos, -g * K.maximum((m + d) * K.cast(pos, p.dtype), 0.0) *
+                                     (m - d), float("-inf")), axis=1)
+        n_loss = K.logsumexp(K.where(neg, g * K.maximum((1.0 + m - d) * K.cast(neg, p.dtype),
+                                                        0.0) * (1.0 - m - d), float("-inf")),
+                             axis=1)
+        return K.softplus(p_loss + n_loss)
+
+    def _symbolic_values(self, y, p):
+        values = self.symbolic_per_sample(y, p)  # Keras's mask, as on arrays below
+        hit = ops.cast(values > 0.0, values.dtype)
+        valid = ops.maximum(ops.sum(hit), 1.0)
+        return values * hit * (ops.cast(ops.size(values), values.dtype) / valid)
+
     def __call__(self, y_true, y_pred, sample_weight=None):
+        if any(is_symbolic(v) and type(v).__name__ != "Variable"
+               for v in (y_true, y_pred, sample_weight)):
+            return self._symbolic_call(y_true, y_pred, sample_weight)
         values = self.values(y_true, y_pred)
         valid = np.count_nonzero(values > 0)
         scaled = np.where(values > 0, values * (values.size / max(valid, 1)), 0.0)
@@ -810,8 +918,17 @@ _BY_NAME = {
 }
 
 
-_SYMBOLIC_LOSSES = ("MeanSquaredError", "MeanAbsoluteError", "BinaryCrossentropy", "Huber",
-                    "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "KLDivergence")
+
+
+def _symbolic_hinge_labels(y):
+    """_hinge_labels on symbolic tensors."""
+    return ops.where(ops.all(ops.logical_or(y == 0.0, y == 1.0)), 2.0 * y - 1.0, y)
+
+
+def _symbolic_axis_sum(x, axis):
+    """_axis_sum on symbolic tensors."""
+    return ops.sum(x) if axis is None else ops.sum(x, axis=tuple(axis) if isinstance(
+        axis, list) else axis)
 
 
 def _symbolic_crossentropy(t, p, from_logits: bool):
