@@ -124,3 +124,41 @@ def test_loss_function_values_in_a_layers_call_as_keras(keras, fn, kind, act, kw
         out[tag] = model.predict([x, y], verbose=0)
     assert np.shape(out["t"]) == np.shape(out["k"])
     close(out["t"], out["k"], 2e-5)
+
+
+def _unit(a):
+    return (a / np.linalg.norm(a, axis=1, keepdims=True)).astype("float32")
+
+
+@pytest.mark.parametrize("kw", [{}, {"remove_diagonal": False, "gamma": 10.0},
+                                {"margin": 0.2}], ids=["default", "diagonal_kept", "margin"])
+def test_circle_against_reference_embeddings_as_keras(keras, kw):
+    rng = np.random.default_rng(4)
+    y, p = rng.integers(0, 3, 8), _unit(rng.normal(size=(8, 4)))
+    ref_labels, refs = rng.integers(0, 3, 5), _unit(rng.normal(size=(5, 4)))
+    want = np.asarray(keras.losses.circle(y, p, ref_labels, refs, **kw))
+    got = tn.losses.circle(y, p, ref_labels, refs, **kw)
+    close(got, want, 2e-6 * np.abs(want).max())
+    # the references differ from the batch: another answer than without them
+    assert np.abs(got - tn.losses.circle(y, p, **kw)).max() > 1e-2
+    # on symbolic tensors, the references constants of the model
+    out = {}
+    for tag, lib in (("k", keras), ("t", tn)):
+        x_in, y_in = lib.Input((4,)), lib.Input((), dtype="int32")
+
+        class Values(lib.layers.Layer):
+            def call(self, labels, e):
+                return lib.losses.circle(labels, e, ref_labels, refs, **kw)
+
+        model = lib.Model([x_in, y_in], Values()(y_in, lib.layers.UnitNormalization()(x_in)))
+        out[tag] = model.predict([p, y], verbose=0)
+    close(out["t"], out["k"], 2e-6 * np.abs(out["k"]).max())
+
+
+def test_circle_reference_errors():
+    rng = np.random.default_rng(4)
+    y, p = rng.integers(0, 3, 8), _unit(rng.normal(size=(8, 4)))
+    with pytest.raises(ValueError, match=r"\[circle\] ref_labels and ref_embeddings go together"):
+        tn.losses.circle(y, p, ref_labels=y)
+    with pytest.raises(ValueError, match=r"\[circle\] needs y_pred \(n, d\).*ref_embeddings \(5, 3\)"):
+        tn.losses.circle(y, p, y[:5], _unit(rng.normal(size=(5, 3))))

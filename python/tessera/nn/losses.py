@@ -832,22 +832,7 @@ class Circle(Loss):
         return f"mean({self.per_sample_for(y, p, ctx, label_spec, out_shape)})"
 
     def symbolic_per_sample(self, y, p):
-        K = ops
-        g, m = self.gamma, self.margin
-        col = K.reshape(K.cast(y, "int64"), (-1, 1))
-        same = col == K.transpose(col)
-        pos = same
-        if self.remove_diagonal:
-            index = K.cumsum(K.ones_like(col), axis=0)  # 1..n down the batch
-            pos = K.logical_and(same, index != K.transpose(index))
-        neg = K.logical_not(same)
-        d = K.maximum(1.0 - K.matmul(p, K.transpose(p)), 0.0)
-        p_loss = K.logsumexp(K.where(pos, -g * K.maximum((m + d) * K.cast(pos, p.dtype), 0.0) *
-                                     (m - d), float("-inf")), axis=1)
-        n_loss = K.logsumexp(K.where(neg, g * K.maximum((1.0 + m - d) * K.cast(neg, p.dtype),
-                                                        0.0) * (1.0 - m - d), float("-inf")),
-                             axis=1)
-        return K.softplus(p_loss + n_loss)
+        return _circle_values(y, p, None, None, self.remove_diagonal, self.gamma, self.margin)
 
     def _symbolic_values(self, y, p):
         values = self.symbolic_per_sample(y, p)  # Keras's mask, as on arrays below
@@ -864,6 +849,30 @@ class Circle(Loss):
         scaled = np.where(values > 0, values * (values.size / max(valid, 1)), 0.0)
         return reduce_values(scaled.astype(values.dtype), sample_weight, "Circle")
 
+
+
+def _circle_values(y, p, ref_labels, ref_embeddings, remove_diagonal, gamma, margin):
+    """Keras's circle: each sample's loss against the reference embeddings
+    (the batch's own when None), written with ops: symbolic tensors or arrays."""
+    K = ops
+    g, m = float(gamma), float(margin)
+    refs = p if ref_embeddings is None else ref_embeddings
+    col = K.reshape(K.cast(y, "int64"), (-1, 1))
+    ref_col = col if ref_labels is None else K.reshape(K.cast(ref_labels, "int64"), (-1, 1))
+    same = col == K.transpose(ref_col)
+    pos = same
+    if remove_diagonal:  # Keras's eye(queries, references): the i-th against the i-th
+        index = K.cumsum(K.ones_like(col), axis=0)
+        ref_index = index if ref_labels is None else K.cumsum(K.ones_like(ref_col), axis=0)
+        pos = K.logical_and(same, index != K.transpose(ref_index))
+    neg = K.logical_not(same)
+    d = K.maximum(1.0 - K.matmul(p, K.transpose(refs)), 0.0)
+    dt = p.dtype
+    p_loss = K.logsumexp(K.where(pos, -g * K.maximum((m + d) * K.cast(pos, dt), 0.0) *
+                                 (m - d), float("-inf")), axis=1)
+    n_loss = K.logsumexp(K.where(neg, g * K.maximum((1.0 + m - d) * K.cast(neg, dt), 0.0) *
+                                 (1.0 - m - d), float("-inf")), axis=1)
+    return K.softplus(p_loss + n_loss)
 
 
 def ctc(y_true, y_pred):
@@ -1042,7 +1051,42 @@ categorical_focal_crossentropy = _function(CategoricalFocalCrossentropy,
                                            "categorical_focal_crossentropy")
 categorical_generalized_cross_entropy = _function(CategoricalGeneralizedCrossEntropy,
                                                   "categorical_generalized_cross_entropy", ("q",))
-circle = _function(Circle, "circle")
+_circle_batch = _function(Circle, "circle")
+
+
+def circle(y_true, y_pred, ref_labels=None, ref_embeddings=None, remove_diagonal=True,
+           gamma=80.0, margin=0.4):
+    """keras.losses.circle: each sample's Circle loss; integer labels, L2-normalized
+    embeddings, compared with `ref_embeddings` of labels `ref_labels` (the batch's own
+    when None), on arrays or symbolic tensors."""
+    if ref_labels is None and ref_embeddings is None:
+        return _circle_batch(y_true, y_pred, remove_diagonal=remove_diagonal, gamma=gamma,
+                             margin=margin)
+    if ref_labels is None or ref_embeddings is None:
+        got = ["None" if v is None else np.shape(v) for v in (ref_labels, ref_embeddings)]
+        raise ValueError(f"[circle] ref_labels and ref_embeddings go together: got "
+                         f"ref_labels {got[0]}, ref_embeddings {got[1]}")
+    Circle(gamma=gamma, margin=margin)  # (its argument checks)
+    if not any(map(is_symbolic, (y_true, y_pred, ref_labels, ref_embeddings))):
+        y_pred, ref_embeddings = np.asarray(y_pred), np.asarray(ref_embeddings)
+        if y_pred.ndim != 2 or ref_embeddings.ndim != 2 or \
+                y_pred.shape[1] != ref_embeddings.shape[1] or \
+                np.size(ref_labels) != len(ref_embeddings) or np.size(y_true) != len(y_pred):
+            raise ValueError(f"[circle] needs y_pred (n, d) with n labels and ref_embeddings "
+                             f"(m, d) with m ref_labels; got y_true {np.shape(y_true)}, y_pred "
+                             f"{y_pred.shape}, ref_labels {np.shape(ref_labels)}, "
+                             f"ref_embeddings {ref_embeddings.shape}")
+        if y_pred.dtype != np.float64:
+            y_pred = y_pred.astype(np.float32)
+        ref_embeddings = ref_embeddings.astype(y_pred.dtype)
+        out = _circle_values(np.asarray(y_true), y_pred, np.asarray(ref_labels),
+                             ref_embeddings, remove_diagonal, gamma, margin)
+        return np.asarray(out, dtype=y_pred.dtype)
+    return _circle_values(y_true, y_pred, ref_labels, ref_embeddings, remove_diagonal, gamma,
+                          margin)
+
+
+circle._tessera_loss = Circle
 
 
 def get(identifier):
