@@ -21,7 +21,6 @@ import tessera.nn as nn
 from tessera.nn import _tfevents as T
 
 keras = pytest.importorskip("keras")
-from keras.src.callbacks import tensorboard as keras_tb  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
     EventAccumulator)
 from tensorboard.plugins.histogram.summary_v2 import histogram_pb  # noqa: E402
