@@ -57,7 +57,7 @@ LAYERS = [
                             "parallel_losses"}),
     ("the compiled step", {"programs", "batch_norm_fusion", "regularizer_programs", "metric_programs", "step_overrides", "step_weights", "predict_step", "zero", "data_axis", "varlen", "pipeline"}),
     ("files and callbacks", {"weights_file", "training_state", "saving", "saving_hooks",
-                             "file_editor", "json_config",
+                             "file_editor", "json_config", "tensorboard_logs",
                              "_directory_datasets",
                              "_image_utils", "feature_space",
                              "utils", "given_batches", "keras_objects", "callbacks", "tape_steps", "checkpoint_blocks", "checkpoint_layout",

@@ -19,12 +19,15 @@ import math
 import os
 import tempfile
 import time
+import warnings
 
 import numpy as np
 
 from .. import distributed
+from . import tensorboard_logs as tb
 from ._tfevents import EventFileWriter
 from .checkpoint_layout import split_weight
+from .symbolic import user_location
 from .utils import Progbar
 from .weights_file import read_file
 
@@ -673,44 +676,88 @@ class BackupAndRestore(Callback):
 
 class TensorBoard(Callback):
     """Writes TensorBoard event files (`tensorboard --logdir log_dir`), as
-    keras.callbacks.TensorBoard: the epoch's logs as scalars "epoch_<name>"
-    in log_dir/train (val_* in log_dir/validation, without the prefix), and
-    with update_freq=N (or "batch") the running logs every N batches as
-    "batch_<name>" at the training step. Written by tessera's own encoder
-    (nn/_tfevents.py), no TensorFlow. The model graph, histograms, images,
-    embeddings and profiling are not written (histogram_freq, write_images,
-    embeddings_freq and profile_batch other than 0/False are errors)."""
+    keras.callbacks.TensorBoard (Keras 3.15 on JAX), with tessera's own
+    encoder (nn/_tfevents.py), no TensorFlow:
+
+    - scalars: the epoch's logs as "epoch_<name>" (with "epoch_learning_rate")
+      in log_dir/train and the val_* ones in log_dir/validation without the
+      prefix; with update_freq=N (or "batch") the running logs every N
+      batches as "batch_<name>" at the batch's number in the fit; after each
+      evaluation (fit's validation, evaluate) "evaluation_<name>_vs_iterations"
+      at the optimizer's iterations;
+    - write_graph: a functional or Sequential model's JSON (model.to_json) as
+      the "keras" tag, the Graphs tab's conceptual graph;
+    - histogram_freq=N: every N epochs a histogram of each layer weight,
+      "<weight.path>/histogram", and with write_images its image,
+      "<weight.path>/image";
+    - embeddings_freq=N: projector_config.pbtxt and every N epochs the weights
+      (model.save_weights) in log_dir/train/keras_embedding.ckpt-<epoch>.weights.tsw;
+    - profile_batch: those batches recorded by tessera's tracer (see
+      tensorboard_logs.BatchTracer)."""
 
     def __init__(self, log_dir="logs", histogram_freq=0, write_graph=True, write_images=False,
                  write_steps_per_second=False, update_freq="epoch", profile_batch=0,
                  embeddings_freq=0, embeddings_metadata=None):
         super().__init__()
-        for name, v in (("histogram_freq", histogram_freq), ("write_images", write_images),
-                        ("profile_batch", profile_batch), ("embeddings_freq", embeddings_freq),
-                        ("embeddings_metadata", embeddings_metadata)):
-            if v:
-                raise ValueError(f"[TensorBoard] {name}={v!r} is not supported (tessera writes "
-                                 f"scalars only); leave {name} at its default")
+        if not isinstance(log_dir, (str, os.PathLike)):
+            raise TypeError(f"[TensorBoard] log_dir must be a folder name, got {log_dir!r} (at "
+                            f"{user_location()})")
         if update_freq not in ("epoch", "batch") and (
                 isinstance(update_freq, bool) or not isinstance(update_freq, int)
                 or update_freq <= 0):
             raise ValueError(f"[TensorBoard] update_freq must be 'epoch', 'batch' or a positive "
-                             f"int, got {update_freq!r}")
+                             f"int, got {update_freq!r} (at {user_location()})")
         self.log_dir = os.fspath(log_dir)
-        self.write_graph = write_graph
-        self.write_steps_per_second = bool(write_steps_per_second)
+        self.histogram_freq = tb.check_freq("histogram_freq", histogram_freq)
+        self.write_graph = tb.check_flag("write_graph", write_graph)
+        self.write_images = tb.check_flag("write_images", write_images)
+        self.write_steps_per_second = tb.check_flag("write_steps_per_second",
+                                                    write_steps_per_second)
         self.update_freq = 1 if update_freq == "batch" else update_freq
+        self.embeddings_freq = tb.check_freq("embeddings_freq", embeddings_freq)
+        self.embeddings_metadata = tb.check_metadata(embeddings_metadata)
+        start, stop = tb.profile_range(profile_batch)
+        self._tracer = tb.BatchTracer(start, stop) if stop > 0 else None
         self._writers: dict = {}
         self._in_fit = False
         self._step = 0
         self._epoch_start = None
         self._epoch_steps = 0
+        self._batch_start = None
+
+    def set_model(self, model):
+        """As Keras's: new event files, the model's graph written, the
+        projector's configuration (for fit, evaluate and predict alike)."""
+        super().set_model(model)
+        self._close_writers()
+        if model is None or not _chief():
+            return
+        # Keras writes keras_model_summary("keras", model, step=0) for a
+        # Functional or Sequential model; its train-function graph only for a
+        # tf.function (TensorFlow backend), never on JAX: neither here.
+        if self.write_graph and (getattr(model, "_functional", False) or
+                                 type(model).__name__ == "Sequential"):
+            try:
+                text = model.to_json()
+            except Exception as e:  # Keras: a warning, and no graph
+                warnings.warn(f"[TensorBoard] Model failed to serialize as JSON. Ignoring... {e}",
+                              stacklevel=2)
+            else:
+                self._writer("train").keras_model(0, "keras", text)
+        if self.embeddings_freq:
+            tb.write_projector_config(self.log_dir,
+                                      tb.projector_config(model, self.embeddings_metadata))
 
     def _writer(self, kind):
         w = self._writers.get(kind)
         if w is None:
             w = self._writers[kind] = EventFileWriter(os.path.join(self.log_dir, kind))
         return w
+
+    def _close_writers(self):
+        for w in self._writers.values():
+            w.close()
+        self._writers = {}
 
     @staticmethod
     def _scalars(logs, prefix):
@@ -723,50 +770,113 @@ class TensorBoard(Callback):
                     pass
         return out
 
+    def _learning_rates(self) -> dict:
+        """Keras's _collect_learning_rate: the optimizer's rate now (each
+        sub-optimizer's, named, under a MultiOptimizer)."""
+        opt = getattr(self.model, "optimizer", None)
+        opt = getattr(opt, "inner_optimizer", opt)
+        if opt is None:
+            return {}
+        subs = getattr(opt, "optimizers", None)
+        try:
+            if subs is not None:
+                return {f"learning_rate_{o.name}": float(o.learning_rate) for o in subs}
+            return {"learning_rate": float(opt.learning_rate)}
+        except (TypeError, ValueError, AttributeError):
+            return {}
+
     def on_train_begin(self, logs=None):
         self._in_fit = True
-        self._step = int(getattr(self.model, "_iteration", 0) or 0) if self.model else 0
+        self._step = 0  # Keras's _global_train_batch: each fit counts from 1
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch_start = time.perf_counter()
         self._epoch_steps = 0
 
-    def on_train_batch_end(self, batch, logs=None):
+    def on_train_batch_begin(self, batch, logs=None):
         self._step += 1
+        self._batch_start = time.perf_counter()
+        if self._tracer is not None and self._step == self._tracer.start:
+            self._tracer.begin(os.path.join(self.log_dir, "train"))
+
+    def on_train_batch_end(self, batch, logs=None):
         self._epoch_steps += 1
-        if not _chief() or self.update_freq == "epoch":
+        if self._tracer is not None and self._tracer.tracing and self._step >= self._tracer.stop:
+            self._tracer.end()
+        if not _chief() or self.update_freq == "epoch" or self._step % self.update_freq:
             return
-        if self._step % self.update_freq == 0:
-            self._writer("train").scalars(self._step, self._scalars(logs, "batch_"))
+        values = {}
+        if self.write_steps_per_second and self._batch_start is not None:
+            took = time.perf_counter() - self._batch_start
+            values["batch_steps_per_second"] = 1.0 / took if took > 0 else 0.0
+        values.update(self._scalars(logs, "batch_"))
+        self._writer("train").scalars(self._step, values)
 
     def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if _chief():
+            train = {k: v for k, v in logs.items() if not k.startswith("val_")}
+            val = {k[4:]: v for k, v in logs.items() if k.startswith("val_")}
+            values = self._scalars(train, "epoch_")
+            values.update(self._scalars(self._learning_rates(), "epoch_"))
+            if self.write_steps_per_second and self._epoch_start is not None:
+                took = time.perf_counter() - self._epoch_start
+                values["epoch_steps_per_second"] = self._epoch_steps / took if took > 0 else 0.0
+            self._writer("train").scalars(epoch, values)
+            if val:
+                self._writer("validation").scalars(epoch, self._scalars(val, "epoch_"))
+        # (every locality: reading whole weights and saving may gather them)
+        if self.histogram_freq and epoch % self.histogram_freq == 0:
+            self._log_weights(epoch)
+        if self.embeddings_freq and epoch % self.embeddings_freq == 0:
+            self._log_embeddings(epoch)
+
+    def _log_weights(self, epoch):
+        weights = tb.logged_weights(self.model)
         if not _chief():
             return
-        logs = logs or {}
-        train = {k: v for k, v in logs.items() if not k.startswith("val_")}
-        val = {k[4:]: v for k, v in logs.items() if k.startswith("val_")}
-        values = self._scalars(train, "epoch_")
-        if self.write_steps_per_second and self._epoch_start is not None:
-            took = time.perf_counter() - self._epoch_start
-            values["epoch_steps_per_second"] = self._epoch_steps / took if took > 0 else 0.0
-        self._writer("train").scalars(epoch, values)
-        if val:
-            self._writer("validation").scalars(epoch, self._scalars(val, "epoch_"))
+        w = self._writer("train")
+        for name, value in weights:
+            w.histogram(epoch, f"{name}/histogram", value)
+            if self.write_images:
+                image = tb.weight_image(value)
+                if image is not None:
+                    w.image(epoch, f"{name}/image", image)
+
+    def _log_embeddings(self, epoch):
+        # Keras saves model.save_weights(... .weights.h5), HDF5; this is
+        # tessera's weights file. TensorBoard's projector reads neither.
+        if not _chief():
+            if split_over_tensor_group(self.model):
+                _join_save_gathers(self.model, True)
+            return
+        folder = os.path.join(self.log_dir, "train")
+        os.makedirs(folder, exist_ok=True)
+        self.model.save_weights(os.path.join(folder,
+                                             f"keras_embedding.ckpt-{epoch}.weights.tsw"))
 
     def on_test_end(self, logs=None):
-        # evaluate() on its own (fit's validation is written by on_epoch_end)
-        if self._in_fit or not _chief() or not logs:
-            return
-        step = int(getattr(self.model, "_iteration", 0) or 0)
-        self._writer("validation").scalars(step, {
-            f"evaluation_{k}_vs_iterations": v for k, v in self._scalars(logs, "").items()})
-        self._writers.pop("validation").close()
+        # after fit's validation too, as Keras's
+        if _chief() and logs:
+            opt = getattr(self.model, "optimizer", None)
+            try:  # Keras's step: optimizer.iterations
+                step = int(opt.iterations)
+            except (AttributeError, TypeError, ValueError):
+                step = int(getattr(self.model, "_iteration", 0) or 0)
+            self._writer("validation").scalars(step, {
+                f"evaluation_{k}_vs_iterations": v for k, v in self._scalars(logs, "").items()})
+        if not self._in_fit:
+            self._close_writers()
+
+    def on_predict_end(self, logs=None):
+        if not self._in_fit:
+            self._close_writers()
 
     def on_train_end(self, logs=None):
         self._in_fit = False
-        for w in self._writers.values():
-            w.close()
-        self._writers = {}
+        if self._tracer is not None and self._tracer.tracing:
+            self._tracer.end()
+        self._close_writers()
 
 
 class SwapEMAWeights(Callback):
