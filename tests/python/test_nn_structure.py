@@ -52,7 +52,7 @@ LAYERS = [
              "ops.numpy", "activations", "random"}),
     ("graph", {"functional", "graph_order"}),
     ("layers", {"layers", "layers.*"}),
-    ("losses and metrics", {"losses", "loss_calls", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
+    ("losses and metrics", {"losses", "loss_base", "loss_calls", "loss_reductions", "metric_base", "metric_classes", "metric_functions",
                             "metrics", "clipping", "optimizer_classes", "optimizer_variables", "parallel", "parallel_layers",
                             "parallel_losses"}),
     ("the compiled step", {"programs", "batch_norm_fusion", "regularizer_programs", "metric_programs", "step_overrides", "step_weights", "predict_step", "zero", "data_axis", "varlen", "pipeline"}),

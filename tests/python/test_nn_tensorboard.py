@@ -20,7 +20,8 @@ import pytest
 import tessera.nn as nn
 from tessera.nn import _tfevents as T
 
-keras = pytest.importorskip("keras")
+os.environ["KERAS_BACKEND"] = "jax"  # (as conftest's keras fixture: the oracle, never skipped)
+import keras  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
     EventAccumulator)
 from tensorboard.plugins.histogram.summary_v2 import histogram_pb  # noqa: E402
