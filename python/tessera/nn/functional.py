@@ -19,8 +19,9 @@ from .registry import INTERNAL_MODEL_NAME, model_class
 from .sublayer_order import keras_order
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record, nested_step_seed,
                        follow_first_axis, stand_in_input, user_location)
-from .variables import (PATH_SCOPE, add_program_losses, assigning_in_call, collecting_losses,
-                        is_rewriting, rewriting, tracing)
+from .variables import (PATH_SCOPE, Variable, add_program_losses, add_program_writes,
+                        assigning_in_call, collecting_losses, is_rewriting,
+                        recording_call_writes, rewriting, tracing)
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
            "graph_layers", "clone_graph"]
@@ -392,10 +393,16 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
     _TRACING[0] += 1
     try:
         # (Variables read by the program, weights it assigns as assigned; user_call or writer's)
-        with tracing(), path_scope(layer), assigning_in_call(), rewriting(not user_call):
+        with tracing(), path_scope(layer), assigning_in_call(), rewriting(not user_call), \
+                recording_call_writes() as writes:
             out = layer.call(*args, **kwa, **kw)
+            # a weight the call assigned and returns is returned as assigned (Keras's)
+            out = _tree.map_structure(lambda o: _assigned(o, writes), out) \
+                if writes else out
     finally:
         _TRACING[0] -= 1
+    # (the weights it assigned, with their values: custom_forward writes them)
+    layer.__dict__["_call_writes"] = writes
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
     # a nested structure (Keras's layers may return one: a list of (output, kernel)
@@ -409,6 +416,15 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
             raise TypeError(f"[{layer.kind}] {type(layer).__name__}.call must return symbolic "
                             f"tensors (computed from its inputs), got {type(o).__name__}")
     return outs, ph + mask_ph, single
+
+
+def _assigned(o, writes):
+    """o, or the value the call assigned to it when o is a layer weight it assigned."""
+    if isinstance(o, Variable) and o._layer is not None:
+        hit = writes.get((id(o._layer), o._param))
+        if hit is not None:
+            return hit[1]
+    return o
 
 
 def carried_mask_exprs(tensors, writer) -> list:
@@ -674,11 +690,16 @@ def custom_forward(layer, exprs: list, ctx, static: dict):
         raise ValueError(f"[{layer.kind}] model {layer.name!r}: an output that carried a mask "
                          f"when the model was called carries none in this call (training="
                          f"{ctx.is_training})")
-    written = write_traced(outs + losses + out_masks, ph,
+    # the layer weights the call assigned, with their new values (the program keeps the
+    # non-trainable ones: Model._forward_code)
+    writes = list((layer.__dict__.pop("_call_writes", None) or {}).values())
+    n = len(outs) + len(losses) + len(out_masks)
+    written = write_traced(outs + losses + out_masks + [v for _, v in writes], ph,
                            list(exprs) + [m[0] for m in masks if m is not None], ctx)
     add_program_losses(written[len(outs):len(outs) + len(losses)] +
                        [repr(float(v)) for _, v in added if not isinstance(v, KerasTensor)])
-    return written[:len(outs)] + written[len(outs) + len(losses):]
+    add_program_writes([(var, e) for (var, _), e in zip(writes, written[n:])], layer)
+    return written[:len(outs)] + written[len(outs) + len(losses):n]
 
 
 def apply_function(fn, exprs, shapes, ctx, dtypes=None, batch_axis=True) -> str:

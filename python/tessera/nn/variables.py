@@ -9,7 +9,11 @@ the model's programs are written) it is the weight as the program reads it, so
 `call` it behaves as its value: NumPy functions and arithmetic take it and give
 arrays. A metric's state variable (`Metric.add_variable`) holds its own value;
 inside `update_state` traced for fit, `assign_add`/`assign_sub` record the
-batch's increment, which the training program computes."""
+batch's increment, which the training program computes. A layer's weight
+assigned inside `call` is read as assigned by the rest of the call; a
+non-trainable one (a count, a moving average) keeps the value the step
+computes, as Keras's stateless step keeps its non-trainable variables
+(recording_call_writes, functional.custom_forward)."""
 
 from __future__ import annotations
 
@@ -26,7 +30,9 @@ from .params import initial_value
 from .symbolic import PARAM_OVERRIDES, KerasTensor, keras_dtype, next_name, user_location
 
 __all__ = ["Variable", "name_scope", "tracing", "is_tracing", "collecting_updates",
-           "collecting_losses", "assigning_in_call", "rewriting", "is_rewriting"]
+           "collecting_losses", "assigning_in_call", "rewriting", "is_rewriting",
+           "recording_call_writes", "collecting_program_writes", "add_program_writes",
+           "program_write"]
 
 # True while a user's call/update_state/loss is traced into a program: a
 # variable's operations are then recorded instead of computed.
@@ -34,6 +40,10 @@ _TRACING: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_tracing", 
 # {id(variable): [variable, [(sign, symbolic increment)...], assigned?]} while a
 # metric's update_state is traced for fit
 _UPDATES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_updates", default=None)
+# {(id(layer), weight name): (Variable, symbolic value)} while one layer's call is
+# traced: the layer weights it assigned, each with the last value it was given
+_CALL_WRITES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_call_writes",
+                                                              default=None)
 # [(layer, symbolic loss)] while a layer's call is traced (Layer.add_loss)
 _LOSSES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_losses", default=None)
 
@@ -68,6 +78,42 @@ def add_program_losses(exprs):
     record = _PROGRAM_LOSSES.get()
     if record is not None:
         record.extend(exprs)
+
+
+# {(id(layer), weight name): (Variable, expression, the layer whose call assigned it)} while
+# a model's forward code is written: the latest value each call assigned
+_PROGRAM_WRITES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_program_writes",
+                                                                 default=None)
+
+
+@contextlib.contextmanager
+def collecting_program_writes():
+    """Within: the written expressions of the values layers' calls assign to layer
+    weights, {(id(layer), weight name): (Variable, expression, calling layer)}, latest last."""
+    record: dict = {}
+    token = _PROGRAM_WRITES.set(record)
+    try:
+        yield record
+    finally:
+        _PROGRAM_WRITES.reset(token)
+
+
+def add_program_writes(pairs, caller):
+    """Records [(Variable, expression)] a layer's written call assigned."""
+    record = _PROGRAM_WRITES.get()
+    if record is None:
+        return
+    for var, expr in pairs:
+        key = (id(var._layer), var._param)
+        record.pop(key, None)  # (the latest assignment last)
+        record[key] = (var, expr, caller)
+
+
+def program_write(key):
+    """The expression a written call assigned to the layer weight `key`, or None."""
+    record = _PROGRAM_WRITES.get()
+    hit = None if record is None else record.get(key)
+    return None if hit is None else hit[1]
 
 
 @contextlib.contextmanager
@@ -110,6 +156,28 @@ def assigning_in_call():
         yield
     finally:
         PARAM_OVERRIDES.reset(token)
+
+
+@contextlib.contextmanager
+def recording_call_writes():
+    """Within (one layer's call traced): the layer weights the call assigns are recorded
+    in the yielded dict, {(id(layer), weight name): (Variable, last value)}; when it ends,
+    the rest of an enclosing call reads them as it did before (their new values are in
+    this call's placeholders, which the enclosing call does not see)."""
+    record: dict = {}
+    token = _CALL_WRITES.set(record)
+    ov = PARAM_OVERRIDES.get()
+    before = dict(ov) if ov is not None else None
+    try:
+        yield record
+    finally:
+        _CALL_WRITES.reset(token)
+        if ov is not None:
+            for key in record:
+                if key in before:
+                    ov[key] = before[key]
+                else:
+                    ov.pop(key, None)
 
 
 @contextlib.contextmanager
@@ -388,13 +456,9 @@ class Variable(KerasTensor):
                 return True
             if _symbolic((value,)):
                 raise TypeError(f"[Variable.{where}] {self.path}: a symbolic value can be "
-                                "assigned only in a metric's update_state (traced for fit), or "
-                                "to a trainable weight inside a layer's call (read as assigned "
-                                "by the rest of the call); assigning a non-trainable weight "
-                                "inside a layer's call (a count or moving average kept by "
-                                "hand) is not supported yet: a "
-                                "BatchNormalization layer keeps moving statistics "
-                                f"(at {user_location()})")
+                                "assigned only to a layer's weight inside a layer's call, or "
+                                "to a metric's variable in its update_state; this variable "
+                                f"belongs to neither (at {user_location()})")
             return False
         entry = record.setdefault(id(self), [self, [], False])
         if sign == 0:
@@ -404,12 +468,14 @@ class Variable(KerasTensor):
         return True
 
     def _assign_in_call(self, sign, value) -> bool:
-        """A trainable layer weight assigned inside a traced call: what the call records
-        afterwards reads the new value (assign_add/assign_sub: added to the current one);
-        the weight keeps its own value (Keras's JAX step drops a call's assignments to
-        trainable variables). False when not inside a call, or not such a weight."""
+        """A layer weight assigned inside a traced call: what the call records afterwards
+        reads the new value (assign_add/assign_sub: added to the current one). A trainable
+        weight keeps its own value (Keras's JAX step drops a call's assignments to
+        trainable variables); a non-trainable one takes the value the program computes
+        (the call's writes, recording_call_writes). False when not inside a call, or not
+        a layer's weight."""
         ov = PARAM_OVERRIDES.get()
-        if ov is None or self._layer is None or not self.trainable:
+        if ov is None or self._layer is None:
             return False
         key = (id(self._layer), self._param)
         if not isinstance(value, KerasTensor):  # (an array: as a value of the program)
@@ -422,6 +488,9 @@ class Variable(KerasTensor):
                              f"a value of shape {tuple(value.shape)} (at {user_location()})")
         new = value if str(value.dtype) == str(self.dtype) else value.astype(self.dtype)
         ov[key] = new
+        writes = _CALL_WRITES.get()
+        if writes is not None:
+            writes[key] = (self, new)
         return True
 
     def assign(self, value):
