@@ -251,3 +251,52 @@ def test_refusals_name_the_layer_and_the_line():
                                         r"assigned only to a layer's weight.*"
                                         r"test_nn_layer_state.py:\d+"):
         tnn.Model(inp, Leaky()(inp))
+
+
+@pytest.mark.parametrize("run_eagerly", [False, True])
+def test_nested_layers_and_a_subclassed_model_keep_their_counts(keras, run_eagerly):
+    # a layer's call calling a layer that counts, inside a subclassed model that counts too
+    counts = []
+    for lib in (keras, tnn):
+        Counter, _, _ = _layers(lib)
+
+        class Outer(lib.layers.Layer):
+            def __init__(self, **kwargs):
+                super().__init__(**kwargs)
+                self.c, self.d = Counter(), lib.layers.Dense(2)
+
+            def build(self, shape):
+                self.n = self.add_weight(shape=(), initializer="zeros", trainable=False,
+                                         name="n")
+
+            def call(self, x):
+                self.n.assign_add(2.0)
+                return self.d(self.c(x)) + 0.1 * self.n
+
+        class Sub(lib.Model):
+            def __init__(self):
+                super().__init__()
+                self.d, self.o = lib.layers.Dense(1), Outer()
+                self.k = self.add_weight(shape=(), initializer="zeros", trainable=False,
+                                         name="k")
+
+            def call(self, x):
+                self.k.assign_add(3.0)
+                return self.d(self.o(x)) + 0.01 * self.k
+
+        x, y = _data()
+        m = Sub()
+        m(x[:2])  # built (a Keras eager call: it counts too)
+        m.compile(optimizer="sgd", loss="mse", run_eagerly=run_eagerly)
+        counts.append(m)
+    k, t = counts
+    t.set_weights(k.get_weights())
+    hk = k.fit(x, y, batch_size=5, epochs=2, shuffle=False, verbose=0)
+    ht = t.fit(x, y, batch_size=5, epochs=2, shuffle=False, verbose=0)
+    close(ht.history["loss"], hk.history["loss"], 1e-4)
+    close(t.evaluate(x, y, batch_size=10, verbose=0), k.evaluate(x, y, batch_size=10, verbose=0),
+          1e-4)
+    for m in (k, t):
+        assert [float(m.k.numpy()), float(m.o.n.numpy()), float(m.o.c.count.numpy())] == \
+            [3.0 * 11, 2.0 * 11, 11.0]  # the eager call, 8 steps of fit, 2 of evaluate
+    _same_weights(k, t, 1e-4)
