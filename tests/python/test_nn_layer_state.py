@@ -300,3 +300,34 @@ def test_nested_layers_and_a_subclassed_model_keep_their_counts(keras, run_eager
         assert [float(m.k.numpy()), float(m.o.n.numpy()), float(m.o.c.count.numpy())] == \
             [3.0 * 11, 2.0 * 11, 11.0]  # the eager call, 8 steps of fit, 2 of evaluate
     _same_weights(k, t, 1e-4)
+
+
+def test_a_gradient_tape_train_step_refuses_an_assigning_layer_by_name():
+    # that step's program would drop the new value: refused rather than different
+    Counter, _, _ = _layers(tnn)
+
+    class Step(tnn.Model):
+        def __init__(self):
+            super().__init__()
+            self.net = tnn.Sequential([tnn.Input((3,)), Counter(name="counter"),
+                                       tnn.layers.Dense(1)])
+
+        def compile(self, optimizer):
+            super().compile()
+            self.opt = optimizer
+
+        def train_step(self, data):
+            x, y = data
+            with tnn.GradientTape() as tape:
+                loss = tnn.ops.mean(tnn.ops.square(self.net(x) - y))
+            grads = tape.gradient(loss, self.net.trainable_weights)
+            self.opt.apply_gradients(zip(grads, self.net.trainable_weights))
+            return {"loss": loss}
+
+    x, y = _data()
+    m = Step()
+    m.compile(tnn.optimizers.SGD(0.01))
+    with pytest.raises(ValueError, match=r"\[Counter\] layer 'counter' assigns the non-trainable "
+                                         r"weight \S*counter/count in its call.*GradientTape.*"
+                                         r"test_nn_layer_state.py:\d+"):
+        m.fit(x, y, batch_size=10, epochs=1, verbose=0)

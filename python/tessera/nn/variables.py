@@ -102,6 +102,13 @@ def add_program_writes(pairs, caller):
     """Records [(Variable, expression)] a layer's written call assigned."""
     record = _PROGRAM_WRITES.get()
     if record is None:
+        kept = [var for var, _ in pairs if not var.trainable]
+        if kept:  # (a GradientTape train_step's program: it would drop the new value)
+            raise ValueError(f"[{caller.kind}] layer {caller.name!r} assigns the "
+                             f"non-trainable weight {kept[0].path} in its call, which this "
+                             "program (a train_step with GradientTape) does not keep yet; "
+                             "train with fit's own step (no train_step override), or keep the "
+                             f"value in a metric (at {user_location()})")
         return
     for var, expr in pairs:
         key = (id(var._layer), var._param)
