@@ -331,3 +331,51 @@ def test_a_gradient_tape_train_step_refuses_an_assigning_layer_by_name():
                                          r"weight \S*counter/count in its call.*GradientTape.*"
                                          r"test_nn_layer_state.py:\d+"):
         m.fit(x, y, batch_size=10, epochs=1, verbose=0)
+
+
+def _seen_layer(lib):
+    ops = lib.ops
+
+    class Seen(lib.layers.Layer):
+        def build(self, shape):
+            self.n = self.add_weight(shape=(), initializer="zeros", trainable=False,
+                                     name="n", dtype="int32")
+            self.peak = self.add_weight(shape=(shape[-1],), initializer="zeros",
+                                        trainable=False, name="peak")
+
+        def call(self, x, training=False):
+            self.n.assign_add(1)
+            if training:
+                self.peak.assign(0.5 * self.peak + 0.5 * ops.max(x, axis=0))
+            return x + self.peak
+
+    return Seen
+
+
+def test_with_batch_normalization_sample_weights_validation_and_an_int_count(keras):
+    # the kept values follow BatchNormalization's moving statistics among the step's outputs
+    models = []
+    for lib in (keras, tnn):
+        Seen = _seen_layer(lib)
+        inp = lib.Input((3,))
+        h = lib.layers.BatchNormalization(name="bn")(lib.layers.Dense(4, name="d1")(inp))
+        seen = Seen(name="seen")
+        model = lib.Model(inp, lib.layers.Dense(1, name="d2")(seen(h)))
+        model.compile(optimizer="adam", loss="mse", metrics=["mae"])
+        models.append((model, seen))
+    (k, ks), (t, ts) = models
+    t.set_weights(k.get_weights())
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(30, 3)).astype("float32")
+    y = rng.normal(size=(30, 1)).astype("float32")
+    sw = rng.random(30).astype("float32")
+    kw = dict(sample_weight=sw, batch_size=8, epochs=2, shuffle=False, verbose=0,
+              validation_data=(x[:10], y[:10]))
+    hk, ht = k.fit(x, y, **kw), t.fit(x, y, **kw)
+    close(ht.history["loss"], hk.history["loss"], 1e-4)
+    close(ht.history["mae"], hk.history["mae"], 1e-4)
+    # (BatchNormalization's moving means, near 0, differ by ~1e-5 from Keras's already)
+    close(ht.history["val_loss"], hk.history["val_loss"], 1e-3)
+    assert int(ts.n.numpy()) == int(ks.n.numpy()) == 2 * 4 + 2 * 2  # fit's steps, validation's batches
+    assert np.asarray(ts.n.numpy()).dtype == np.int32
+    close(ts.peak.numpy(), ks.peak.numpy(), 1e-5)
