@@ -380,3 +380,32 @@ def test_with_batch_normalization_sample_weights_validation_and_an_int_count(ker
     assert int(ts.n.numpy()) == int(ks.n.numpy()) == 2 * 4 + 2 * 2  # fit's steps, validation's batches
     assert np.asarray(ts.n.numpy()).dtype == np.int32
     close(ts.peak.numpy(), ks.peak.numpy(), 1e-5)
+
+
+def test_a_stateful_lstm_fits_in_keras_as_its_stateless_copy_does_in_tessera(keras):
+    # Keras 3 on JAX does not carry a stateful layer's states in fit (its compiled step
+    # drops their assignments); tessera refuses such a fit by name, and the copy built with
+    # stateful=False that the error proposes trains as Keras's stateful model does
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 4, 3)).astype("float32")
+    y = rng.normal(size=(8, 1)).astype("float32")
+
+    def build(lib, stateful):
+        inp = lib.Input(batch_shape=(2, 4, 3))
+        lstm = lib.layers.LSTM(5, stateful=stateful, name="s")
+        model = lib.Model(inp, lib.layers.Dense(1)(lstm(inp)))
+        model.compile(optimizer="sgd", loss="mse")
+        return model, lstm
+
+    keras.utils.set_random_seed(0)
+    k, klstm = build(keras, True)
+    t, _ = build(tnn, False)
+    t.set_weights(k.get_weights())
+    hk = k.fit(x, y, batch_size=2, epochs=3, shuffle=False, verbose=0)
+    ht = t.fit(x, y, batch_size=2, epochs=3, shuffle=False, verbose=0)
+    close(ht.history["loss"], hk.history["loss"], 1e-4)
+    _same_weights(k, t, 1e-4)
+    assert all(not np.asarray(s).any() for s in klstm.states)  # Keras's states stayed zeros
+    ts, _ = build(tnn, True)
+    with pytest.raises(ValueError, match=r"\[fit\] layer 's' is stateful.*stateful=False"):
+        ts.fit(x, y, batch_size=2, epochs=1, verbose=0)
