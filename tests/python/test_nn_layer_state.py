@@ -409,3 +409,49 @@ def test_a_stateful_lstm_fits_in_keras_as_its_stateless_copy_does_in_tessera(ker
     ts, _ = build(tnn, True)
     with pytest.raises(ValueError, match=r"\[fit\] layer 's' is stateful.*stateful=False"):
         ts.fit(x, y, batch_size=2, epochs=1, verbose=0)
+
+
+def _sequence_average(lib):
+    ops = lib.ops
+
+    class SequenceAverage(lib.layers.Layer):  # a moving mean over samples and steps
+        def build(self, shape):
+            self.ma = self.add_weight(shape=(shape[-1],), initializer="zeros",
+                                      trainable=False, name="ma")
+
+        def call(self, x, training=False):
+            if training:
+                self.ma.assign(0.8 * self.ma + 0.2 * ops.mean(x, axis=(0, 1)))
+            return x - self.ma
+
+    return SequenceAverage
+
+
+def test_inputs_of_several_lengths_keep_the_values_through_each_program(keras):
+    # Input(shape=(None, 2)): one program per length met, each giving the new values
+    models = []
+    for lib in (keras, tnn):
+        Counter, _, _ = _layers(lib)
+        inp = lib.Input((None, 2))
+        h = _sequence_average(lib)(name="ma")(Counter(name="counter")(inp))
+        out = lib.layers.Dense(1)(lib.layers.GlobalAveragePooling1D()(h))
+        model = lib.Model(inp, out)
+        model.compile(optimizer="sgd", loss="mse")
+        models.append(model)
+    k, t = models
+    t.set_weights(k.get_weights())
+    rng = np.random.default_rng(2)
+    short, long = (rng.normal(size=(6, n, 2)).astype("float32") for n in (3, 5))
+    y = np.ones((6, 1), "float32")
+    for m in (k, t):
+        m.fit(short, y, batch_size=3, epochs=1, shuffle=False, verbose=0)
+        m.fit(long, y, batch_size=3, epochs=1, shuffle=False, verbose=0)
+    close(t.predict(short, batch_size=2, verbose=0), k.predict(short, batch_size=2, verbose=0),
+          1e-4)
+    close(t.evaluate(long, y, batch_size=6, verbose=0), k.evaluate(long, y, batch_size=6,
+                                                                   verbose=0), 1e-4)
+    close(t.predict(long, batch_size=3, verbose=0), k.predict(long, batch_size=3, verbose=0),
+          1e-4)
+    for m in (k, t):
+        assert float(m.get_layer("counter").count.numpy()) == 2 + 2 + 3 + 1 + 2
+    close(t.get_layer("ma").ma.numpy(), k.get_layer("ma").ma.numpy(), 1e-5)

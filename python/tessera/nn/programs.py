@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 
 import numpy as np
 
@@ -27,6 +28,11 @@ from .variables import collecting_program_losses, collecting_program_writes, pro
 from .zero import ZeroPlan
 
 __all__ = ["ProgramsMixin"]
+
+
+# {evaluate or predict program: the weights whose new values it gives after its result}
+# (the programs of each input shape too: varlen.py keeps a table of programs per shape)
+_STATE_RESULTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _ident(name: str) -> str:
@@ -454,18 +460,15 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, seed, block(\n  {body}))\n"
                         "eval_fn\n")
             prog = compile_program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
-            self.__dict__.setdefault("_state_outputs", {})[kind_key] = \
-                (prog, [v for v, _ in kept])
+            if kept:
+                _STATE_RESULTS[prog] = [v for v, _ in kept]
         self._programs[kind_key] = prog
         return prog
 
     def _state_results(self, prog) -> list:
         """The weights whose new values an evaluate or predict program gives after its
         result (the non-trainable weights the layers' calls assign), in order."""
-        for held, names in (self.__dict__.get("_state_outputs") or {}).values():
-            if held is prog:
-                return names
-        return []
+        return _STATE_RESULTS.get(prog, [])
 
     def _zero_plan_for(self, key):
         """The ZeroPlan of a program kind's ZeRO key (made by fit), or None."""
