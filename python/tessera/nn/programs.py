@@ -238,30 +238,30 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         bound[STEP_SEED.id] = f"({seed} * {stride} + {stride - 1})"  # draws in a model's call
         bound.update(part.get("feeds", {}))
         writer = GraphWriter(bound, param, layer_code, prefix="h")
-        with collecting_program_losses() as added, collecting_program_writes() as writes:
-            outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
-            # the outputs' masks (Keras weights the loss by them), for _loss_text
-            self._out_masks = None if "targets" in part else [
-                None if getattr(o, "_keras_mask", None) is None else writer.expr(o._keras_mask)
-                for o in self._outputs]
-        if added and part:
-            raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with pipeline "
-                             "stages yet (the added loss would be left out)")
-        self.__dict__["_added_losses"] = added
+        with collecting_program_writes() as writes:
+            with collecting_program_losses() as added:  # Layer.add_loss
+                outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
+                # the outputs' masks (Keras weights the loss by them), for _loss_text
+                self._out_masks = None if "targets" in part else [
+                    None if getattr(o, "_keras_mask", None) is None else
+                    writer.expr(o._keras_mask) for o in self._outputs]
+            if added and part:
+                raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with "
+                                 "pipeline stages yet (the added loss would be left out)")
+            self.__dict__["_added_losses"] = added
+            if loss_of is not None:
+                self._write_step_loss(writer, training, *loss_of)
         # the non-trainable weights the layers' calls assigned: [(variable, new value)],
         # kept by the step (Keras's stateless step keeps its non-trainable variables, and
         # drops what a call assigns to trainable ones)
-        kept = [(self._var_of[k], e) for k, (_, e, _) in writes.items()
+        kept = [(self._var_of[k], e, caller) for k, (_, e, caller) in writes.items()
                 if k in self._var_of and self._var_of[k] in S_vars]
         if kept and part:
-            caller = next(iter(writes.values()))[2]
-            raise ValueError(f"[{self.kind}] layer {caller.name!r} assigns a non-trainable "
+            raise ValueError(f"[{self.kind}] layer {kept[0][2].name!r} assigns a non-trainable "
                              "weight in its call, which pipeline stages do not support yet "
                              "(the new value would be lost); train without pipeline stages "
                              f"(at {user_location()})")
-        self.__dict__["_state_writes"] = kept
-        if loss_of is not None:
-            self._write_step_loss(writer, training, *loss_of)
+        self.__dict__["_state_writes"] = [(v, e) for v, e, _ in kept]
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
