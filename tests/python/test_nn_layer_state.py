@@ -377,7 +377,8 @@ def test_with_batch_normalization_sample_weights_validation_and_an_int_count(ker
     close(ht.history["mae"], hk.history["mae"], 1e-4)
     # (BatchNormalization's moving means, near 0, differ by ~1e-5 from Keras's already)
     close(ht.history["val_loss"], hk.history["val_loss"], 1e-3)
-    assert int(ts.n.numpy()) == int(ks.n.numpy()) == 2 * 4 + 2 * 2  # fit's steps, validation's batches
+    # fit's steps, validation's batches
+    assert int(ts.n.numpy()) == int(ks.n.numpy()) == 2 * 4 + 2 * 2
     assert np.asarray(ts.n.numpy()).dtype == np.int32
     close(ts.peak.numpy(), ks.peak.numpy(), 1e-5)
 
