@@ -14,14 +14,15 @@ from .call_defaults import eager_context, eager_training, keep_origin, step_call
 from .dtype_policies import eager_dtype, eager_inputs
 from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
-from .nested_masks import graph_model, mask_items, output_or_mask
+from .nested_masks import (carried_mask_exprs, carried_mask_specs, graph_model, mask_items,
+                           output_or_mask)
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .sublayer_order import keras_order
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record, nested_step_seed,
                        follow_first_axis, stand_in_input, user_location)
-from .variables import (PATH_SCOPE, Variable, add_program_losses, add_program_writes,
-                        assigning_in_call, collecting_losses, is_rewriting,
-                        recording_call_writes, rewriting, tracing)
+from .layer_state import add_program_writes, recording_call_writes, returned_as_assigned
+from .variables import (PATH_SCOPE, add_program_losses, assigning_in_call, collecting_losses,
+                        is_rewriting, rewriting, tracing)
 
 __all__ = ["call_layer", "trace_call", "write_traced", "apply_function", "collect_layers",
            "graph_layers", "clone_graph"]
@@ -395,10 +396,7 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
         # (Variables read by the program, weights it assigns as assigned; user_call or writer's)
         with tracing(), path_scope(layer), assigning_in_call(), rewriting(not user_call), \
                 recording_call_writes() as writes:
-            out = layer.call(*args, **kwa, **kw)
-            # a weight the call assigned and returns is returned as assigned (Keras's)
-            out = _tree.map_structure(lambda o: _assigned(o, writes), out) \
-                if writes else out
+            out = returned_as_assigned(layer.call(*args, **kwa, **kw), writes)
     finally:
         _TRACING[0] -= 1
     # (the weights it assigned, with their values: custom_forward writes them)
@@ -416,31 +414,6 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
             raise TypeError(f"[{layer.kind}] {type(layer).__name__}.call must return symbolic "
                             f"tensors (computed from its inputs), got {type(o).__name__}")
     return outs, ph + mask_ph, single
-
-
-def _assigned(o, writes):
-    """o, or the value the call assigned to it when o is a layer weight it assigned."""
-    if isinstance(o, Variable) and o._layer is not None:
-        hit = writes.get((id(o._layer), o._param))
-        if hit is not None:
-            return hit[1]
-    return o
-
-
-def carried_mask_exprs(tensors, writer) -> list:
-    """Per tensor, (the expression `writer` gives its mask, the mask's shape,
-    its dtype), or None: what a user's layer call sees (Context.input_masks)."""
-    return [None if s is None else (writer.expr(t._keras_mask),) + s
-            for t, s in zip(tensors, carried_mask_specs(tensors))]
-
-
-def carried_mask_specs(tensors) -> list:
-    """Per tensor, the (shape, dtype) of the symbolic mask it carries, or None."""
-    out = []
-    for t in tensors:
-        m = getattr(t, "_keras_mask", None)
-        out.append((m.shape, m.dtype) if isinstance(m, KerasTensor) else None)
-    return out
 
 
 def write_traced(outs, placeholders, exprs, ctx) -> list:

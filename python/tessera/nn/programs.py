@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import weakref
 
 import numpy as np
 
@@ -23,16 +22,13 @@ from .metric_programs import MetricProgramsMixin
 from .regularizer_programs import regularizer_text, write_activity_loss
 from .sample_weights import per_entry_shape, weight_names, weight_streams, weights_of_output
 from .step_overrides import StepOverridesMixin
-from .symbolic import STEP_SEED, GraphWriter, KerasTensor, user_location
-from .variables import collecting_program_losses, collecting_program_writes, program_write
+from .symbolic import STEP_SEED, GraphWriter, KerasTensor
+from .layer_state import (collecting_program_writes, kept_writes, program_write,
+                          refuse_split_writes, remember_state_results, state_results)
+from .variables import collecting_program_losses
 from .zero import ZeroPlan
 
 __all__ = ["ProgramsMixin"]
-
-
-# {evaluate or predict program: the weights whose new values it gives after its result}
-# (the programs of each input shape too: varlen.py keeps a table of programs per shape)
-_STATE_RESULTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _ident(name: str) -> str:
@@ -251,17 +247,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             self.__dict__["_added_losses"] = added
             if loss_of is not None:
                 self._write_step_loss(writer, training, *loss_of)
-        # the non-trainable weights the layers' calls assigned: [(variable, new value)],
-        # kept by the step (Keras's stateless step keeps its non-trainable variables, and
-        # drops what a call assigns to trainable ones)
-        kept = [(self._var_of[k], e, caller) for k, (_, e, caller) in writes.items()
-                if k in self._var_of and self._var_of[k] in S_vars]
-        if kept and part:
-            raise ValueError(f"[{self.kind}] layer {kept[0][2].name!r} assigns a non-trainable "
-                             "weight in its call, which pipeline stages do not support yet "
-                             "(the new value would be lost); train without pipeline stages "
-                             f"(at {user_location()})")
-        self.__dict__["_state_writes"] = [(v, e) for v, e, _ in kept]
+        # the non-trainable weights the layers' calls assigned, [(variable, new value)]:
+        # kept by the step (layer_state.py)
+        self.__dict__["_state_writes"] = kept_writes(self, writes, S_vars, bool(part))
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
@@ -460,15 +448,9 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, seed, block(\n  {body}))\n"
                         "eval_fn\n")
             prog = compile_program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
-            if kept:
-                _STATE_RESULTS[prog] = [v for v, _ in kept]
+            remember_state_results(prog, kept)
         self._programs[kind_key] = prog
         return prog
-
-    def _state_results(self, prog) -> list:
-        """The weights whose new values an evaluate or predict program gives after its
-        result (the non-trainable weights the layers' calls assign), in order."""
-        return _STATE_RESULTS.get(prog, [])
 
     def _zero_plan_for(self, key):
         """The ZeroPlan of a program kind's ZeRO key (made by fit), or None."""
@@ -568,14 +550,8 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                              "term as a loss or a regularizer")
         kept = self.__dict__.get("_state_writes") or []
         self.__dict__["_loss_fn_writes"] = kept  # (_train_program keeps them)
-        if kept and (split or buckets is not None or gather is not None):
-            layer = self._owner[kept[0][0]][0]
-            raise ValueError(f"[fit] layer {layer.name!r} assigns its non-trainable weight "
-                             f"{self._owner[kept[0][0]][1].name!r} in its call, which "
-                             "data-parallel (several processes), ZeRO or deterministic=True "
-                             "training does not support yet: each part of the batch would "
-                             "compute its own new value; train in one process without "
-                             f"deterministic=True (at {user_location()})")
+        if split or buckets is not None or gather is not None:
+            refuse_split_writes(self, kept)
         lstmts, loss = self._loss_text(ys, hs, weight_names(sample_weighted), marks=marks)
         # the outputs' masks follow the outputs (for the metrics, _aux_masks)
         masks = [m for m in (self._out_masks or []) if m is not None]

@@ -13,7 +13,7 @@ batch's increment, which the training program computes. A layer's weight
 assigned inside `call` is read as assigned by the rest of the call; a
 non-trainable one (a count, a moving average) keeps the value the step
 computes, as Keras's stateless step keeps its non-trainable variables
-(recording_call_writes, functional.custom_forward)."""
+(layer_state.py)."""
 
 from __future__ import annotations
 
@@ -26,13 +26,12 @@ from typing import Optional
 import numpy as np
 
 from . import initializers
+from .layer_state import call_writes
 from .params import initial_value
 from .symbolic import PARAM_OVERRIDES, KerasTensor, keras_dtype, next_name, user_location
 
 __all__ = ["Variable", "name_scope", "tracing", "is_tracing", "collecting_updates",
-           "collecting_losses", "assigning_in_call", "rewriting", "is_rewriting",
-           "recording_call_writes", "collecting_program_writes", "add_program_writes",
-           "program_write"]
+           "collecting_losses", "assigning_in_call", "rewriting", "is_rewriting"]
 
 # True while a user's call/update_state/loss is traced into a program: a
 # variable's operations are then recorded instead of computed.
@@ -40,10 +39,6 @@ _TRACING: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_tracing", 
 # {id(variable): [variable, [(sign, symbolic increment)...], assigned?]} while a
 # metric's update_state is traced for fit
 _UPDATES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_updates", default=None)
-# {(id(layer), weight name): (Variable, symbolic value)} while one layer's call is
-# traced: the layer weights it assigned, each with the last value it was given
-_CALL_WRITES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_call_writes",
-                                                              default=None)
 # [(layer, symbolic loss)] while a layer's call is traced (Layer.add_loss)
 _LOSSES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_losses", default=None)
 
@@ -78,49 +73,6 @@ def add_program_losses(exprs):
     record = _PROGRAM_LOSSES.get()
     if record is not None:
         record.extend(exprs)
-
-
-# {(id(layer), weight name): (Variable, expression, the layer whose call assigned it)} while
-# a model's forward code is written: the latest value each call assigned
-_PROGRAM_WRITES: contextvars.ContextVar = contextvars.ContextVar("tessera_nn_program_writes",
-                                                                 default=None)
-
-
-@contextlib.contextmanager
-def collecting_program_writes():
-    """Within: the written expressions of the values layers' calls assign to layer
-    weights, {(id(layer), weight name): (Variable, expression, calling layer)}, latest last."""
-    record: dict = {}
-    token = _PROGRAM_WRITES.set(record)
-    try:
-        yield record
-    finally:
-        _PROGRAM_WRITES.reset(token)
-
-
-def add_program_writes(pairs, caller):
-    """Records [(Variable, expression)] a layer's written call assigned."""
-    record = _PROGRAM_WRITES.get()
-    if record is None:
-        kept = [var for var, _ in pairs if not var.trainable]
-        if kept:  # (a GradientTape train_step's program: it would drop the new value)
-            raise ValueError(f"[{caller.kind}] layer {caller.name!r} assigns the "
-                             f"non-trainable weight {kept[0].path} in its call, which this "
-                             "program (a train_step with GradientTape) does not keep yet; "
-                             "train with fit's own step (no train_step override), or keep the "
-                             f"value in a metric (at {user_location()})")
-        return
-    for var, expr in pairs:
-        key = (id(var._layer), var._param)
-        record.pop(key, None)  # (the latest assignment last)
-        record[key] = (var, expr, caller)
-
-
-def program_write(key):
-    """The expression a written call assigned to the layer weight `key`, or None."""
-    record = _PROGRAM_WRITES.get()
-    hit = None if record is None else record.get(key)
-    return None if hit is None else hit[1]
 
 
 @contextlib.contextmanager
@@ -163,28 +115,6 @@ def assigning_in_call():
         yield
     finally:
         PARAM_OVERRIDES.reset(token)
-
-
-@contextlib.contextmanager
-def recording_call_writes():
-    """Within (one layer's call traced): the layer weights the call assigns are recorded
-    in the yielded dict, {(id(layer), weight name): (Variable, last value)}; when it ends,
-    the rest of an enclosing call reads them as it did before (their new values are in
-    this call's placeholders, which the enclosing call does not see)."""
-    record: dict = {}
-    token = _CALL_WRITES.set(record)
-    ov = PARAM_OVERRIDES.get()
-    before = dict(ov) if ov is not None else None
-    try:
-        yield record
-    finally:
-        _CALL_WRITES.reset(token)
-        if ov is not None:
-            for key in record:
-                if key in before:
-                    ov[key] = before[key]
-                else:
-                    ov.pop(key, None)
 
 
 @contextlib.contextmanager
@@ -495,7 +425,7 @@ class Variable(KerasTensor):
                              f"a value of shape {tuple(value.shape)} (at {user_location()})")
         new = value if str(value.dtype) == str(self.dtype) else value.astype(self.dtype)
         ov[key] = new
-        writes = _CALL_WRITES.get()
+        writes = call_writes()
         if writes is not None:
             writes[key] = (self, new)
         return True

@@ -10,6 +10,7 @@ from ... import _core
 from ... import data as _data
 from .. import callbacks as _cb
 from .._config import capped_steps
+from ..layer_state import state_results
 from ..layers.rnn_states import carried
 from ..random import eager_training_seed, next_own_seed, own_seeds_collected
 from ..program_constants import compile_program
@@ -186,7 +187,7 @@ class InferenceMixin:
         non-trainable weights the layers' calls assign (`new`: [list of them], or [] when
         it gives none) are the model's, and the next batch's arguments (`args0`, the
         weights in the programs' order), as Keras's steps carry their state."""
-        names = self._state_results(prog)
+        names = state_results(prog)
         if not names or not new:
             return
         order = self._params(True) + self._params(False)
@@ -350,7 +351,7 @@ class InferenceMixin:
                 prog = self._program("predict")
             cbs.on_predict_batch_begin(i)
             r = prog.run(args0 + arrays + [self._inference_seed()])
-            if self._state_results(prog):
+            if state_results(prog):
                 r, new = r
                 self._keep_state(prog, [new], args0)
             outs.append(list(r) if len(self._outputs) > 1 else [r])
