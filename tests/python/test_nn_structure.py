@@ -46,7 +46,7 @@ LAYERS = [
                      "input_spec", "tree", "masked_arrays", "output_nesting", "bounding_boxes",
                      "nested_masks", "program_constants", "sublayer_order", "call_defaults",
                      "build_shapes", "sample_weights"}),
-    ("variables", {"variables"}),
+    ("variables", {"variables", "layer_state"}),
     ("ops", {"ops", "ops._base", "ops.core", "ops.extra", "ops.image", "ops.linalg", "ops.nn",
              "ops.nn_more", "ops.einops", "ops.transforms",
              "ops.numpy", "activations", "random"}),

@@ -289,26 +289,3 @@ def test_random_draws_inside_a_call_as_keras(keras, which):
             np.testing.assert_allclose((got == k).mean(), (want == k).mean(), atol=0.03)
     if which != "shuffle":
         assert not np.allclose(got, got[::-1])  # draws differ across rows: the test can fail
-
-
-def test_assigning_a_weight_in_call_is_refused_by_name():
-    """A layer keeping a count by hand (self.count.assign_add in call) is a TypeError naming
-    the variable, the user's line and what does keep state (not run without the update)."""
-
-    class Counter(tn.layers.Layer):
-        def build(self, shape):
-            self.count = self.add_weight(shape=(), initializer="zeros", trainable=False,
-                                         name="count")
-
-        def call(self, v):
-            self.count.assign_add(ops_sum(v))
-            return v
-
-    def ops_sum(v):
-        return tn.ops.sum(v)
-
-    inp = tn.Input((3,))
-    with pytest.raises(TypeError, match=r"\[Variable.assign_add\] counter.*/count: .*inside a "
-                                        r"layer's call .*not supported yet.*"
-                                        r"test_nn_user_ops_programs.py:\d+"):
-        tn.Model(inp, Counter()(inp))

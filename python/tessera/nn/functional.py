@@ -14,11 +14,13 @@ from .call_defaults import eager_context, eager_training, keep_origin, step_call
 from .dtype_policies import eager_dtype, eager_inputs
 from .input_spec import assert_input_compatibility
 from .masked_arrays import _with_mask
-from .nested_masks import graph_model, mask_items, output_or_mask
+from .nested_masks import (carried_mask_exprs, carried_mask_specs, graph_model, mask_items,
+                           output_or_mask)
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .sublayer_order import keras_order
 from .symbolic import (STEP_SEED, GraphWriter, KerasTensor, _Index, _record, nested_step_seed,
                        follow_first_axis, stand_in_input, user_location)
+from .layer_state import add_program_writes, recording_call_writes, returned_as_assigned
 from .variables import (PATH_SCOPE, add_program_losses, assigning_in_call, collecting_losses,
                         is_rewriting, rewriting, tracing)
 
@@ -392,10 +394,13 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
     _TRACING[0] += 1
     try:
         # (Variables read by the program, weights it assigns as assigned; user_call or writer's)
-        with tracing(), path_scope(layer), assigning_in_call(), rewriting(not user_call):
-            out = layer.call(*args, **kwa, **kw)
+        with tracing(), path_scope(layer), assigning_in_call(), rewriting(not user_call), \
+                recording_call_writes() as writes:
+            out = returned_as_assigned(layer.call(*args, **kwa, **kw), writes)
     finally:
         _TRACING[0] -= 1
+    # (the weights it assigned, with their values: custom_forward writes them)
+    layer.__dict__["_call_writes"] = writes
     single = not isinstance(out, (list, tuple))
     outs = [out] if single else list(out)
     # a nested structure (Keras's layers may return one: a list of (output, kernel)
@@ -409,22 +414,6 @@ def trace_call(layer, template, kwargs: dict, training: bool, input_masks=None,
             raise TypeError(f"[{layer.kind}] {type(layer).__name__}.call must return symbolic "
                             f"tensors (computed from its inputs), got {type(o).__name__}")
     return outs, ph + mask_ph, single
-
-
-def carried_mask_exprs(tensors, writer) -> list:
-    """Per tensor, (the expression `writer` gives its mask, the mask's shape,
-    its dtype), or None: what a user's layer call sees (Context.input_masks)."""
-    return [None if s is None else (writer.expr(t._keras_mask),) + s
-            for t, s in zip(tensors, carried_mask_specs(tensors))]
-
-
-def carried_mask_specs(tensors) -> list:
-    """Per tensor, the (shape, dtype) of the symbolic mask it carries, or None."""
-    out = []
-    for t in tensors:
-        m = getattr(t, "_keras_mask", None)
-        out.append((m.shape, m.dtype) if isinstance(m, KerasTensor) else None)
-    return out
 
 
 def write_traced(outs, placeholders, exprs, ctx) -> list:
@@ -674,11 +663,16 @@ def custom_forward(layer, exprs: list, ctx, static: dict):
         raise ValueError(f"[{layer.kind}] model {layer.name!r}: an output that carried a mask "
                          f"when the model was called carries none in this call (training="
                          f"{ctx.is_training})")
-    written = write_traced(outs + losses + out_masks, ph,
+    # the layer weights the call assigned, with their new values (the program keeps the
+    # non-trainable ones: Model._forward_code)
+    writes = list((layer.__dict__.pop("_call_writes", None) or {}).values())
+    n = len(outs) + len(losses) + len(out_masks)
+    written = write_traced(outs + losses + out_masks + [v for _, v in writes], ph,
                            list(exprs) + [m[0] for m in masks if m is not None], ctx)
     add_program_losses(written[len(outs):len(outs) + len(losses)] +
                        [repr(float(v)) for _, v in added if not isinstance(v, KerasTensor)])
-    return written[:len(outs)] + written[len(outs) + len(losses):]
+    add_program_writes([(var, e) for (var, _), e in zip(writes, written[n:])], layer)
+    return written[:len(outs)] + written[len(outs) + len(losses):n]
 
 
 def apply_function(fn, exprs, shapes, ctx, dtypes=None, batch_axis=True) -> str:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from .registry import is_model
 from .symbolic import KerasTensor
 
-__all__ = ["graph_model", "mask_items", "output_or_mask"]
+__all__ = ["graph_model", "mask_items", "output_or_mask", "carried_mask_exprs",
+           "carried_mask_specs"]
 
 
 def graph_model(layer) -> bool:
@@ -42,3 +43,19 @@ def output_or_mask(outs: list, k):
     if isinstance(k, int) and not isinstance(k, bool) and n <= k < n + len(masks):
         return masks[k - n]
     return outs[k]
+
+
+def carried_mask_exprs(tensors, writer) -> list:
+    """Per tensor, (the expression `writer` gives its mask, the mask's shape,
+    its dtype), or None: what a user's layer call sees (Context.input_masks)."""
+    return [None if s is None else (writer.expr(t._keras_mask),) + s
+            for t, s in zip(tensors, carried_mask_specs(tensors))]
+
+
+def carried_mask_specs(tensors) -> list:
+    """Per tensor, the (shape, dtype) of the symbolic mask it carries, or None."""
+    out = []
+    for t in tensors:
+        m = getattr(t, "_keras_mask", None)
+        out.append((m.shape, m.dtype) if isinstance(m, KerasTensor) else None)
+    return out

@@ -17,6 +17,7 @@ import inspect
 
 import numpy as np
 
+from .layer_state import state_results
 from .registry import INTERNAL_MODEL_NAME, model_class
 from .symbolic import KerasTensor, user_location
 from .variables import tracing
@@ -106,6 +107,9 @@ class PredictTrace:
         prog = twin._program("predict")
         args = [twin.weights[v] for v in twin._params(True) + twin._params(False)]
         r = prog.run(args + list(arrays[:len(twin._inputs)]) + [twin._inference_seed()])
+        if state_results(prog):  # (the weights the layers' calls assign: kept)
+            r, new = r
+            twin._keep_state(prog, [new], args)
         r = list(r) if len(twin._outputs) > 1 else [r]
         return self.pack([np.asarray(a) for a in r])
 

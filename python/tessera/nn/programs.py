@@ -23,6 +23,8 @@ from .regularizer_programs import regularizer_text, write_activity_loss
 from .sample_weights import per_entry_shape, weight_names, weight_streams, weights_of_output
 from .step_overrides import StepOverridesMixin
 from .symbolic import STEP_SEED, GraphWriter, KerasTensor
+from .layer_state import (collecting_program_writes, kept_writes, program_write,
+                          refuse_split_writes, remember_state_results, state_results)
 from .variables import collecting_program_losses
 from .zero import ZeroPlan
 
@@ -110,6 +112,10 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             v = self._var_of[key]
             if used is not None:
                 used.add(v)
+            if v in S_vars:
+                later = program_write(key)  # assigned by a call written before: its value
+                if later is not None:
+                    return later
             if v in where and gather.stage == 2 and self.ZERO2_BUCKET_MARKS:
                 reads.append(where[v][0])
             if v in where and v not in gathered and gather.stage == 2 and \
@@ -160,6 +166,7 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             return f"_{_ident(tag)}{next(fresh_count)}"
 
         stride = 64 if len(self._layers) <= 32 else 1 << 16
+        S_vars = set(self._params(False))
 
         relu_fused, add_fused = relus_after_batch_norm(self._outputs)
         stage_of = part.get("stage_of")
@@ -227,18 +234,22 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
         bound[STEP_SEED.id] = f"({seed} * {stride} + {stride - 1})"  # draws in a model's call
         bound.update(part.get("feeds", {}))
         writer = GraphWriter(bound, param, layer_code, prefix="h")
-        with collecting_program_losses() as added:  # Layer.add_loss
-            outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
-            # the outputs' masks (Keras weights the loss by them), for _loss_text
-            self._out_masks = None if "targets" in part else [
-                None if getattr(o, "_keras_mask", None) is None else writer.expr(o._keras_mask)
-                for o in self._outputs]
-        if added and part:
-            raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with pipeline "
-                             "stages yet (the added loss would be left out)")
-        self.__dict__["_added_losses"] = added
-        if loss_of is not None:
-            self._write_step_loss(writer, training, *loss_of)
+        with collecting_program_writes() as writes:
+            with collecting_program_losses() as added:  # Layer.add_loss
+                outs = [writer.expr(o) for o in part.get("targets", self._outputs)]
+                # the outputs' masks (Keras weights the loss by them), for _loss_text
+                self._out_masks = None if "targets" in part else [
+                    None if getattr(o, "_keras_mask", None) is None else
+                    writer.expr(o._keras_mask) for o in self._outputs]
+            if added and part:
+                raise ValueError(f"[{self.kind}] a layer's add_loss is not supported with "
+                                 "pipeline stages yet (the added loss would be left out)")
+            self.__dict__["_added_losses"] = added
+            if loss_of is not None:
+                self._write_step_loss(writer, training, *loss_of)
+        # the non-trainable weights the layers' calls assigned, [(variable, new value)]:
+        # kept by the step (layer_state.py)
+        self.__dict__["_state_writes"] = kept_writes(self, writes, S_vars, bool(part))
         for v in where:  # parameters the forward pass does not read (a regularizer may)
             if v not in gathered:
                 param(self._owner[v][0], self._owner[v][1].name)
@@ -415,8 +426,14 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             stmts, hs, _ = self._forward_code("false", "seed", loss_of=(
                 None if kind == "predict" else (ys, weight_names(weighted))))
             head = ", ".join(([args] if args else []) + xs)
+            # the non-trainable weights the layers' calls assigned: their new values follow
+            # the result (state_results)
+            kept = self.__dict__.get("_state_writes") or []
+            state = [f"list({', '.join(e for _, e in kept)})"] if kept else []
             if kind == "predict":
                 result = hs[0] if len(hs) == 1 else f"list({', '.join(hs)})"
+                if kept:
+                    result = f"list({result}, {state[0]})"
                 body = ",\n  ".join(stmts + [result])
                 text = f"define(predict_fn, {head}, seed, block(\n  {body}))\npredict_fn\n"
             else:
@@ -425,11 +442,13 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                 lstmts, loss = self._loss_text(ys, hs, sw)
                 logs = self._step_log_sums(None)  # a traced test_step's logs
                 mstmts, mets = logs if logs is not None else self._metric_exprs(ys, hs, sw)
-                body = ",\n  ".join(stmts + lstmts + mstmts + [f"list({loss}, list({', '.join(mets)}))"])
+                result = ", ".join([loss, f"list({', '.join(mets)})"] + state)
+                body = ",\n  ".join(stmts + lstmts + mstmts + [f"list({result})"])
                 extra = "".join(", " + s for s in weight_streams(weighted))
                 text = (f"define(eval_fn, {head}, {', '.join(ys)}{extra}, seed, block(\n  {body}))\n"
                         "eval_fn\n")
             prog = compile_program(text, f"<model {kind if isinstance(kind, str) else kind[0]}>")
+            remember_state_results(prog, kept)
         self._programs[kind_key] = prog
         return prog
 
@@ -529,12 +548,18 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
                              "part of the batch would add its own term, weighted by its share; "
                              "train in one process without deterministic=True, or write the "
                              "term as a loss or a regularizer")
+        kept = self.__dict__.get("_state_writes") or []
+        self.__dict__["_loss_fn_writes"] = kept  # (_train_program keeps them)
+        if split or buckets is not None or gather is not None:
+            refuse_split_writes(self, kept)
         lstmts, loss = self._loss_text(ys, hs, weight_names(sample_weighted), marks=marks)
         # the outputs' masks follow the outputs (for the metrics, _aux_masks)
         masks = [m for m in (self._out_masks or []) if m is not None]
         # a traced train_step's log sums follow them (_train_program)
         carried = self.__dict__.get("_step_aux", (None, []))[1]
         aux = [f"list({', '.join(hs + masks + carried)})"] + [s for _, s in stats]
+        if kept:  # the new values of the non-trainable weights the calls assigned, last
+            aux.append(f"list({', '.join(e for _, e in kept)})")
         held = P if gather is None else \
             gather.shards + (gather.twins if gather.local_grads else []) \
             if gather.stage == 3 else gather.shards + [gather.whole_name(v) for v in P]
@@ -708,6 +733,8 @@ class ProgramsMixin(StepOverridesMixin, MetricProgramsMixin):
             bvar = across(f"r_aux[{j + 1}][1]")
             lines.append(f"define({mean_v}, {m!r} * {mean_v} + {1.0 - m!r} * {bmean})")
             lines.append(f"define({var_v}, {m!r} * {var_v} + {1.0 - m!r} * {bvar})")
+        for k, (v, _) in enumerate(self.__dict__.pop("_loss_fn_writes", None) or []):
+            lines.append(f"define({v}, r_aux[{len(stats) + 1}][{k}])")  # (_loss_fn's aux)
         hs = [f"r_aux[0][{k}]" for k in range(len(self._outputs))]
         self._aux_masks("r_aux[0]")
         carried = self.__dict__.get("_step_aux", (None, []))[1]

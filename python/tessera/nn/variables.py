@@ -9,7 +9,11 @@ the model's programs are written) it is the weight as the program reads it, so
 `call` it behaves as its value: NumPy functions and arithmetic take it and give
 arrays. A metric's state variable (`Metric.add_variable`) holds its own value;
 inside `update_state` traced for fit, `assign_add`/`assign_sub` record the
-batch's increment, which the training program computes."""
+batch's increment, which the training program computes. A layer's weight
+assigned inside `call` is read as assigned by the rest of the call; a
+non-trainable one (a count, a moving average) keeps the value the step
+computes, as Keras's stateless step keeps its non-trainable variables
+(layer_state.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from typing import Optional
 import numpy as np
 
 from . import initializers
+from .layer_state import call_writes
 from .params import initial_value
 from .symbolic import PARAM_OVERRIDES, KerasTensor, keras_dtype, next_name, user_location
 
@@ -388,13 +393,9 @@ class Variable(KerasTensor):
                 return True
             if _symbolic((value,)):
                 raise TypeError(f"[Variable.{where}] {self.path}: a symbolic value can be "
-                                "assigned only in a metric's update_state (traced for fit), or "
-                                "to a trainable weight inside a layer's call (read as assigned "
-                                "by the rest of the call); assigning a non-trainable weight "
-                                "inside a layer's call (a count or moving average kept by "
-                                "hand) is not supported yet: a "
-                                "BatchNormalization layer keeps moving statistics "
-                                f"(at {user_location()})")
+                                "assigned only to a layer's weight inside a layer's call, or "
+                                "to a metric's variable in its update_state; this variable "
+                                f"belongs to neither (at {user_location()})")
             return False
         entry = record.setdefault(id(self), [self, [], False])
         if sign == 0:
@@ -404,12 +405,14 @@ class Variable(KerasTensor):
         return True
 
     def _assign_in_call(self, sign, value) -> bool:
-        """A trainable layer weight assigned inside a traced call: what the call records
-        afterwards reads the new value (assign_add/assign_sub: added to the current one);
-        the weight keeps its own value (Keras's JAX step drops a call's assignments to
-        trainable variables). False when not inside a call, or not such a weight."""
+        """A layer weight assigned inside a traced call: what the call records afterwards
+        reads the new value (assign_add/assign_sub: added to the current one). A trainable
+        weight keeps its own value (Keras's JAX step drops a call's assignments to
+        trainable variables); a non-trainable one takes the value the program computes
+        (the call's writes, recording_call_writes). False when not inside a call, or not
+        a layer's weight."""
         ov = PARAM_OVERRIDES.get()
-        if ov is None or self._layer is None or not self.trainable:
+        if ov is None or self._layer is None:
             return False
         key = (id(self._layer), self._param)
         if not isinstance(value, KerasTensor):  # (an array: as a value of the program)
@@ -422,6 +425,9 @@ class Variable(KerasTensor):
                              f"a value of shape {tuple(value.shape)} (at {user_location()})")
         new = value if str(value.dtype) == str(self.dtype) else value.astype(self.dtype)
         ov[key] = new
+        writes = call_writes()
+        if writes is not None:
+            writes[key] = (self, new)
         return True
 
     def assign(self, value):

@@ -10,6 +10,7 @@ from ... import _core
 from ... import data as _data
 from .. import callbacks as _cb
 from .._config import capped_steps
+from ..layer_state import state_results
 from ..layers.rnn_states import carried
 from ..random import eager_training_seed, next_own_seed, own_seeds_collected
 from ..program_constants import compile_program
@@ -159,7 +160,8 @@ class InferenceMixin:
             if eager:
                 prog, trace = batches.program, step_trace_for(self, "evaluate", weighted)
             cbs.on_test_batch_begin(i)
-            loss, mets = prog.run(args0 + list(arrays) + [self._inference_seed()])
+            loss, mets, *new = prog.run(args0 + list(arrays) + [self._inference_seed()])
+            self._keep_state(prog, new, args0)
             n = len(arrays[0])
             total_loss += float(loss) * n
             seen += n
@@ -179,6 +181,19 @@ class InferenceMixin:
         if return_dict:
             return dict(sorted(result.items()))  # (Keras's pythonify_logs sorts them)
         return self._flatten_logs_in_order(result)
+
+    def _keep_state(self, prog, new, args0) -> None:
+        """After a batch of an evaluate or predict program: the new values it gives of the
+        non-trainable weights the layers' calls assign (`new`: [list of them], or [] when
+        it gives none) are the model's, and the next batch's arguments (`args0`, the
+        weights in the programs' order), as Keras's steps carry their state."""
+        names = state_results(prog)
+        if not names or not new:
+            return
+        order = self._params(True) + self._params(False)
+        for v, a in zip(names, new[0]):
+            self._set(v, a)
+            args0[order.index(v)] = a
 
     def _inference_seed(self) -> int:
         """The seed of one evaluate or predict batch: the model's own count, so a
@@ -336,6 +351,9 @@ class InferenceMixin:
                 prog = self._program("predict")
             cbs.on_predict_batch_begin(i)
             r = prog.run(args0 + arrays + [self._inference_seed()])
+            if state_results(prog):
+                r, new = r
+                self._keep_state(prog, [new], args0)
             outs.append(list(r) if len(self._outputs) > 1 else [r])
             if cbs.callbacks:
                 got = [np.asarray(o) for o in outs[-1]]
@@ -452,21 +470,25 @@ class InferenceMixin:
         if held is None:
             with own_seeds_collected() as owners:
                 stmts, hs, stats = self._forward_code("true", "seed")
+            kept = self.__dict__.get("_state_writes") or []  # (weights the calls assign)
             xs_names = self._names()[0]
             owns = [f"own_seed_{k}" for k in range(len(owners))]
             head = ", ".join(P + S + xs_names + ["seed"] + owns)
             result = (f"list(list({', '.join(hs)}), "
-                      f"list({', '.join(s for _, s in stats)}))")
+                      f"list({', '.join(s for _, s in stats)}), "
+                      f"list({', '.join(e for _, e in kept)}))")
             body = ",\n  ".join(stmts + [result])
             text = f"define(forward_training, {head}, block(\n  {body}))\nforward_training\n"
             held = (compile_program(text, "<model training-mode call>"), [bn for bn, _ in stats],
-                    [layer for layer, _ in owners])
+                    [layer for layer, _ in owners], [v for v, _ in kept])
             self._programs[key] = held
-        prog, norms, owners = held
+        prog, norms, owners, assigned = held
         weights = self.weights  # (once: each read builds the model's whole table)
         args = [weights[v] for v in P + S] + xs + [eager_training_seed()] + \
             [next_own_seed(layer) for layer in owners]
-        outs, batch_stats = prog.run(args)
+        outs, batch_stats, new = prog.run(args)
+        for v, a in zip(assigned, new):
+            self._set(v, a)
         for bn, (mean, var) in zip(norms, batch_stats):
             m = bn.momentum
             for index, stat in ((2, mean), (3, var)):
