@@ -307,6 +307,19 @@ CV Gen::binary(const FNode& n) {
     return char_compare(n);
   CV a = eval(n.kids[0]);
   CV c = eval(n.kids[1]);
+  if (py_guards.count(&n)) {
+    // NumPy's int (an element of an int array): its comparison's `and` does
+    // not short-circuit in the interpreter, so the accesses after the guard
+    // are not proven by it: generated again with that variable's kind
+    // dynamic, which find_guarded does not take.
+    for (const size_t k : {size_t{0}, size_t{1}}) {
+      const CV& x = k == 0 ? a : c;
+      if (x.k == Reg::PyInt && !x.s) continue;
+      if (n.kids[k].op == Op::Var && x.k == Reg::NpInt && !dyn[n.kids[k].reg])
+        throw Retry{n.kids[k].reg};
+      throw Refuse{"a while loop's guard of its index compares what is not a Python int"};
+    }
+  }
   const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
   if (n.fast == Fast::none && (n.spec->name == "power" || n.spec->name == "ipow") &&
       a.k != kDyn && c.k != kDyn) {
