@@ -445,6 +445,10 @@ struct Gen {
   // widened to float64/int64 for the code below (true), or false.
   bool narrow_binary(const FNode& n, CV& a, CV& c);
 
+  // f(a, b) of a recursive jit function (Op::NativeCall): its own native
+  // code (native_calls.cpp), compiled now for the arguments' kinds and
+  // called through native_loop_call; a bail when it cannot run it.
+  CV native_call(const FNode& n);
   CV binary(const FNode& n);
   CV wide_binary(const FNode& n, const CV& a, const CV& c);
 
