@@ -93,6 +93,18 @@ def guard_that_lets_j_reach_minus_one(arr):
     return count
 
 
+def read_after_the_decrement(arr):
+    # after `j -= 1` the guard no longer holds: arr[j] at j == -1 is the last
+    # element, as in Python
+    total = 0.0
+    for i in range(1, len(arr)):
+        j = i - 1
+        while j >= 0 and arr[j] > arr[i]:
+            j -= 1
+            total += arr[j]
+    return total
+
+
 def guard_of_numpy_ints(arr, starts):
     # j an np.int64 (an element of an int array): `j >= 0` is a NumPy bool
     count = 0
@@ -142,6 +154,7 @@ GUARDED_CASES = [
     (shifts_by_two_strict, (np.random.default_rng(9).random(600), 3)),
     (shifts_by_two_strict, (np.random.default_rng(9).random(40), 0)),
     (guard_that_lets_j_reach_minus_one, (np.random.default_rng(9).random(300),)),
+    (read_after_the_decrement, (np.random.default_rng(9).random(300),)),
     (guard_of_numpy_ints, (np.random.default_rng(9).random(50), np.arange(0, 50, 7))),
     (sort_then_zero_division, (np.random.default_rng(9).random(900), 600)),
     (sort_then_zero_division, (np.random.default_rng(9).random(900), 2)),
@@ -241,6 +254,7 @@ def test_guarded_while_loops_on_every_path():
     native, log = out["native"]
     assert native == out["interpreter"][0] == out["general"][0]
     assert "ZeroDivisionError" in native and "IndexError" in native
-    for f in (shifts_by_two_strict, guard_that_lets_j_reach_minus_one, guard_of_numpy_ints,
+    for f in (shifts_by_two_strict, guard_that_lets_j_reach_minus_one, read_after_the_decrement,
+              guard_of_numpy_ints,
               sort_then_zero_division, sort_then_unproven_index_error):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
