@@ -558,7 +558,8 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
     recursive.erase(it);
     // Not inlined: called as a native function of its own, on the
     // arguments compiled above (in the caller's scope).
-    if (!inlining.empty()) return refuse("the function is recursive (called from a function inlined)");
+    if (!inlining.empty())
+      return refuse("the function is recursive (called from a function inlined)");
     FNode call;
     call.op = Op::NativeCall;
     call.reg = var_reg(callee->depth(), callee->slot());

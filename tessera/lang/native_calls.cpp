@@ -1259,7 +1259,8 @@ const NcCompiled* nc_lookup(const Closure& closure, const NcKey& key) {
   std::lock_guard<std::mutex> lock(cache.mu);
   auto it = cache.entries.find(key);
   if (it == cache.entries.end()) {
-    it = cache.entries.emplace(key, std::make_pair(closure.code_ptr(), nc_compile(closure, key.args)))
+    it = cache.entries
+             .emplace(key, std::make_pair(closure.code_ptr(), nc_compile(closure, key.args)))
              .first;
   }
   return it->second.second.entry ? &it->second.second : nullptr;  // std::map: stable

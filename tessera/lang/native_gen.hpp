@@ -734,7 +734,7 @@ struct Gen {
     std::set<int> visiting;
     llvm::Value* bad;
     std::map<const FNode*, Guarded> guarded;  // the `j -= c` of each guarded while, by its Assign
-    std::map<int, const Guarded*> floor;      // j's guard where its lower bound holds (nest_collect)
+    std::map<int, const Guarded*> floor;  // j's guard where its lower bound holds (nest_collect)
   };
   void find_guarded(const FNode& n, Nest& ns);
   // The guards find_guarded took: Python ints on both sides, or no code.

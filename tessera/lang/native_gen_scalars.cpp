@@ -668,12 +668,14 @@ CV Gen::native_call(const FNode& n) {
   if (!native_call_prepare(*closure, kinds, ret))
     throw Refuse{"'" + closure->code().name + "' has no native code for these arguments"};
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-  llvm::Value* words = e.CreateAlloca(i64, b.getInt64(static_cast<int64_t>(std::max<size_t>(args.size(), 1))));
+  const auto nwords = static_cast<int64_t>(std::max<size_t>(args.size(), 1));
+  llvm::Value* words = e.CreateAlloca(i64, b.getInt64(nwords));
   llvm::Value* result = e.CreateAlloca(i64);
   for (size_t i = 0; i < args.size(); ++i)
     b.CreateStore(to_payload(args[i]), b.CreateConstInBoundsGEP1_64(i64, words, i));
   uint64_t packed = args.size() | static_cast<uint64_t>(ret) << 4;
-  for (size_t i = 0; i < kinds.size(); ++i) packed |= static_cast<uint64_t>(kinds[i]) << (8 * i + 8);
+  for (size_t i = 0; i < kinds.size(); ++i)
+    packed |= static_cast<uint64_t>(kinds[i]) << (8 * i + 8);
   llvm::Value* obj = b.CreateSExt(
       b.CreateTrunc(b.CreateLoad(i64, field(regp, static_cast<int64_t>(static_cast<size_t>(fr) *
                                                                         sizeof(Reg) + 8),
