@@ -621,6 +621,8 @@ Reg FastLoop::Impl::rest(const FNode& n, State& st) const {
       ++st.counts[n.counter];
       return r;
     }
+    case Op::NativeCall:
+      return call_native(n, st);
     case Op::Uniform: {
       // random_uniform's value for element 0 of the draw, low 0 and high 1
       // (creation.cpp, kernels::uniform_fill_range): a 0-d float64 array.

@@ -556,7 +556,17 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
   inlining.pop_back();
   if (auto it = std::find(recursive.begin(), recursive.end(), &code); it != recursive.end()) {
     recursive.erase(it);
-    return refuse("the function is recursive");
+    // Not inlined: called as a native function of its own, on the
+    // arguments compiled above (in the caller's scope).
+    if (!inlining.empty())
+      return refuse("the function is recursive (called from a function inlined)");
+    FNode call;
+    call.op = Op::NativeCall;
+    call.reg = var_reg(callee->depth(), callee->slot());
+    call.kids.resize(c.args_.size());
+    for (size_t i = 0; i < c.args_.size(); ++i) call.kids[i] = std::move(out.kids[i].kids[0]);
+    out = std::move(call);
+    return true;
   }
   if (!ok) return false;
   inlined.push_back({depth, callee->slot(), closure->code_ptr(), env_depth});

@@ -143,7 +143,13 @@ enum class Op : uint8_t {
   NewDict,
   // xs = append(xs, v) (`xs.append(v)`): v appended to the list in `reg`
   // in place (a shared list copied first), logged for a roll-back.
-  Append
+  Append,
+  // f(a, b) of a recursive jit function f (not inlined) on numbers: a
+  // native function of its own (native_calls.hpp), `reg` the register of
+  // the variable holding f, the kids its arguments. Anything it cannot
+  // compute (an error, an overflow, another f) leaves the turn to the
+  // general path.
+  NativeCall
 };
 
 // Primitives on Python's values that the interpreter computes in place for
@@ -545,6 +551,7 @@ struct FastLoop::Impl {
   __attribute__((noinline)) Reg call(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg new_list(const FNode& n, State& st) const;
   __attribute__((noinline)) Reg append(const FNode& n, State& st) const;
+  __attribute__((noinline)) Reg call_native(const FNode& n, State& st) const;
   // A slot of st.objects for `v` (a released one, else a new one).
   static int32_t place_object(Value v, State& st);
   // The item `v` appended in place to the list in object slot `obj` (a list

@@ -9,6 +9,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native_calls.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -479,7 +480,17 @@ Reg FastLoop::Impl::append(const FNode& n, State& st) const {
   // another name changes) is appended here (`sorted(pairs)`, words), and so
   // is a list just made by the item's own expression (`t.append([0] * n)`,
   // the rows of `[[0] * n for _ in range(m)]`): nothing else refers to it.
-  const bool made_here = n.kids[0].op == Op::NewList || n.kids[0].op == Op::Binary;
+  // So is a list comprehension's list (`[[f(i, j) for j ...] for i ...]`):
+  // block(acc = [], the loop appending to acc, acc), acc a hidden variable
+  // the next turn assigns a new list before appending to it.
+  const FNode& item = n.kids[0];
+  const bool comprehension = item.op == Op::Block && item.kids.size() >= 2 &&
+                             item.kids.front().op == Op::Assign &&
+                             item.kids.front().kids.size() == 1 &&
+                             item.kids.front().kids[0].op == Op::NewList &&
+                             item.kids.back().op == Op::Var &&
+                             item.kids.back().reg == item.kids.front().reg;
+  const bool made_here = item.op == Op::NewList || item.op == Op::Binary || comprehension;
   if (v.k == Reg::Undef ||
       (v.k == Reg::Obj && !flo_immutable_object(st.objects[v.a]) &&
        !(made_here && st.objects[v.a].is_list() && !st.objects[v.a].is_tuple())))
@@ -493,6 +504,32 @@ Reg FastLoop::Impl::append(const FNode& n, State& st) const {
   if (!list_push(st, x.a, to_value(v, st))) throw BAIL;
   st.assigned[n.reg] = 1;
   return x;
+}
+
+Reg FastLoop::Impl::call_native(const FNode& n, State& st) const {
+  const Reg& f = st.regs[static_cast<size_t>(n.reg)];
+  if (f.k != Reg::Obj) throw BAIL;
+  const Value& fv = st.objects[static_cast<size_t>(f.a)];
+  const Closure* closure =
+      fv.is_function() ? dynamic_cast<const Closure*>(fv.as_function().get()) : nullptr;
+  if (!closure) throw BAIL;
+  // Numbers only (the code writes nothing), as the registers' payloads.
+  const size_t na = n.kids.size();
+  if (na > 7) throw BAIL;
+  int64_t words[7];
+  uint8_t kinds[7];
+  for (size_t i = 0; i < na; ++i) {
+    const Reg a = eval(n.kids[i], st);
+    if (!a.scalar()) throw BAIL;
+    kinds[i] = a.k;
+    words[i] = a.k == Reg::PyBool || a.k == Reg::NpBool ? int64_t{a.b} : a.i;
+  }
+  int64_t w = 0;
+  uint8_t ret = Reg::Undef;
+  if (!native_call_words(*closure, kinds, na, words, w, ret)) throw BAIL;
+  const auto k = static_cast<Reg::Kind>(ret);
+  if (k == Reg::PyBool || k == Reg::NpBool) return Reg::boolean(k, w != 0);
+  return Reg::make(k, w);  // a float's bits, as the payload holds them
 }
 
 bool FastLoop::Impl::list_push(State& st, int32_t obj, Value v) {

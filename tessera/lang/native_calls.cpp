@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "tessera/lang/fastloop.hpp"
+#include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
 #include "tessera/lang/native_calls_undo.hpp"
 #include "tessera/lang/nodes.hpp"
@@ -1252,7 +1253,103 @@ bool nc_guards_hold(const NcCompiled& c, const Closure& closure) {
   return true;
 }
 
+// The compiled code for a key, compiled on its first use (null: none).
+const NcCompiled* nc_lookup(const Closure& closure, const NcKey& key) {
+  NcCache& cache = nc_cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  auto it = cache.entries.find(key);
+  if (it == cache.entries.end()) {
+    it = cache.entries
+             .emplace(key, std::make_pair(closure.code_ptr(), nc_compile(closure, key.args)))
+             .first;
+  }
+  return it->second.second.entry ? &it->second.second : nullptr;  // std::map: stable
+}
+
+// A register kind (fastloop_impl.hpp's Reg::Kind) as an argument's or a
+// result's kind, and back.
+bool nc_of_reg(uint8_t k, NcKind& out) {
+  switch (static_cast<Reg::Kind>(k)) {
+    case Reg::PyInt: out = NcKind::Int; return true;
+    case Reg::PyFloat: out = NcKind::Float; return true;
+    case Reg::PyBool: out = NcKind::Bool; return true;
+    case Reg::NpInt: out = NcKind::NpInt64; return true;
+    case Reg::NpFloat: out = NcKind::NpFloat64; return true;
+    case Reg::NpI32: out = NcKind::NpInt32; return true;
+    case Reg::NpF32: out = NcKind::NpFloat32; return true;
+    case Reg::NpBool: out = NcKind::NpBool; return true;
+    default: return false;
+  }
+}
+
+uint8_t reg_of_nc(NcKind k) {
+  switch (k) {
+    case NcKind::Int: return Reg::PyInt;
+    case NcKind::Float: return Reg::PyFloat;
+    case NcKind::Bool: return Reg::PyBool;
+    case NcKind::NpInt64: return Reg::NpInt;
+    case NcKind::NpFloat64: return Reg::NpFloat;
+    case NcKind::NpInt32: return Reg::NpI32;
+    case NcKind::NpFloat32: return Reg::NpF32;
+    case NcKind::NpBool: return Reg::NpBool;
+    default: return Reg::Undef;
+  }
+}
+
+bool nc_key_of_regs(const Closure& closure, const uint8_t* kinds, size_t n, NcKey& key) {
+  key.code = &closure.code();
+  key.args.resize(n);
+  if (n != closure.code().params.size() || n > 7) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (!nc_of_reg(kinds[i], key.args[i])) return false;
+  return true;
+}
+
 }  // namespace
+
+bool native_call_prepare(const Closure& closure, const std::vector<uint8_t>& kinds, uint8_t& ret) {
+  static const bool enabled = native_enabled() && fast_loops_enabled();
+  NcKey key;
+  if (!enabled || !nc_key_of_regs(closure, kinds.data(), kinds.size(), key)) return false;
+  const NcCompiled* c = nc_lookup(closure, key);
+  if (!c) return false;
+  ret = reg_of_nc(c->ret);
+  return ret != Reg::Undef;
+}
+
+bool native_call_words(const Closure& closure, const uint8_t* kinds, size_t n,
+                       const int64_t* words, int64_t& result, uint8_t& ret) {
+  // One function called from a loop's turns: its code found without the
+  // cache's lock after the first call on this thread.
+  static const bool enabled = native_enabled() && fast_loops_enabled();
+  if (!enabled) return false;  // TESSERA_NATIVE=0: the general path's
+  thread_local const FunctionCode* last_code = nullptr;
+  thread_local uint64_t last_kinds = 0;
+  thread_local const NcCompiled* last = nullptr;
+  uint64_t packed = n;
+  for (size_t i = 0; i < n && i < 8; ++i) packed |= static_cast<uint64_t>(kinds[i]) << (8 * i + 8);
+  const NcCompiled* c;
+  if (last && last_code == &closure.code() && last_kinds == packed) {
+    c = last;
+  } else {
+    NcKey key;
+    if (!nc_key_of_regs(closure, kinds, n, key)) return false;
+    c = nc_lookup(closure, key);
+    if (!c) return false;
+    last = c, last_code = &closure.code(), last_kinds = packed;
+  }
+  const uint8_t kind = reg_of_nc(c->ret);
+  if ((ret != Reg::Undef && kind != ret) || kind == Reg::Undef || !nc_guards_hold(*c, closure))
+    return false;
+  ret = kind;
+  NcContext context;
+  nc_undo_begin(context);
+  if (c->entry(words, &result, &context.status) != 0) {
+    nc_undo(context);  // nothing to undo: numbers only
+    return false;
+  }
+  return true;
+}
 
 bool native_call(const Closure& closure, const std::vector<Value>& args, Value& out) {
   static const bool enabled = native_enabled() && fast_loops_enabled();

@@ -7,6 +7,8 @@
 // header is included here: they stay in native_calls.cpp.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "tessera/core/value.hpp"
@@ -22,5 +24,21 @@ class Closure;
 // writes to arrays are undone then). Throws MemoryError when the code bailed
 // and its writes could not be undone (no memory for their log).
 bool native_call(const Closure& closure, const std::vector<Value>& args, Value& out);
+
+// A native loop's call of a recursive jit function on numbers (fastloop's
+// Op::NativeCall, native_gen_calls.cpp): `kinds` are the arguments' register
+// kinds (Reg::Kind of Python's and NumPy's numbers, at most 8). True when
+// the function compiles for them, with its result's register kind in `ret`.
+bool native_call_prepare(const Closure& closure, const std::vector<uint8_t>& kinds, uint8_t& ret);
+
+// Runs the code native_call_prepare made on the registers' payloads
+// (`words`: an int, a float's bits, a bool 0 or 1) and sets `result` (the
+// result register's payload) and `ret` (its kind); false when it is to run
+// on the general path (the code bailed, or the functions it calls are
+// others now). Numbers only: the code writes nothing. A `ret` other than
+// Reg::Undef is the kind the caller's code was made for: a function whose
+// result has another kind gives false.
+bool native_call_words(const Closure& closure, const uint8_t* kinds, size_t n,
+                       const int64_t* words, int64_t& result, uint8_t& ret);
 
 }  // namespace tessera

@@ -367,6 +367,8 @@ CV Gen::eval_any(const FNode& n) {
       return new_dict(n);
     case Op::Append:
       return append(n);
+    case Op::NativeCall:
+      return native_call(n);
     case Op::Uniform: {
       auto* t = llvm::FunctionType::get(f64, {i8p}, false);
       uniform_draws = true;

@@ -445,6 +445,10 @@ struct Gen {
   // widened to float64/int64 for the code below (true), or false.
   bool narrow_binary(const FNode& n, CV& a, CV& c);
 
+  // f(a, b) of a recursive jit function (Op::NativeCall): its own native
+  // code (native_calls.cpp), compiled now for the arguments' kinds and
+  // called through native_loop_call; a bail when it cannot run it.
+  CV native_call(const FNode& n);
   CV binary(const FNode& n);
   CV wide_binary(const FNode& n, const CV& a, const CV& c);
 
@@ -704,6 +708,22 @@ struct Gen {
     int64_t step;
     int k;
   };
+  // A counter run down by a while loop whose condition guards it from below
+  // (an insertion sort's `while j >= 0 and a[j] > key: ...; j -= 1`): the
+  // decrement `j = j - c` (c > 0), a statement of the body, the only
+  // assignment of j in the loop, runs only on turns that began with
+  // j >= lo(guard) (j > g: g + 1), so its values are >= lo(guard) - c, and
+  // the condition after the guard and the statements before the decrement
+  // see j >= lo(guard).
+  struct Guarded {
+    const FNode* loop;   // the While
+    const FNode* guard;  // the comparison of j
+    const FNode* bound;  // the other side of it
+    bool strict;         // j > bound
+    int64_t c;
+    size_t at;           // the decrement's place in the body
+    int reg;
+  };
   struct Nest {
     const RangeLoop* rl;
     llvm::Value *k0, *e0;
@@ -713,7 +733,14 @@ struct Gen {
     std::map<int, std::pair<llvm::Value*, llvm::Value*>> memo;
     std::set<int> visiting;
     llvm::Value* bad;
+    std::map<const FNode*, Guarded> guarded;  // the `j -= c` of each guarded while, by its Assign
+    std::map<int, const Guarded*> floor;  // j's guard where its lower bound holds (nest_collect)
   };
+  void find_guarded(const FNode& n, Nest& ns);
+  // The guards find_guarded took: Python ints on both sides, or no code.
+  std::set<const FNode*> py_guards;
+  // The lowest value the guard of `g` lets j have inside its loop.
+  bool guard_floor(const Guarded& g, Nest& ns, llvm::Value*& lo);
 
   static void assigns_of(const FNode& n, Nest& ns);
 
@@ -737,6 +764,10 @@ struct Gen {
 
   void nest_collect(const FNode& n, Nest& ns, llvm::Value*& ok, std::set<const FNode*>& pr,
                     std::set<int>& copy);
+  // nest_collect of a guarded while's condition: the guard as anything
+  // else, what the `and`s evaluate after it with j's lower bound.
+  void guarded_cond(const FNode& c, const Guarded& g, Nest& ns, llvm::Value*& ok,
+                    std::set<const FNode*>& pr, std::set<int>& copy);
 
   // Before a range loop with loops inside: true when every access of the
   // nest whose indices have known intervals (and not already in `pr`) is in

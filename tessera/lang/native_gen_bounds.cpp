@@ -4,6 +4,7 @@
 // inner loops.
 #include "tessera/lang/native_gen.hpp"
 
+#include <functional>
 #include <set>
 #include <vector>
 
@@ -70,6 +71,67 @@ void Gen::find_inners(const FNode& n, Nest& ns) {
   for (const FNode& k : n.kids) find_inners(k, ns);
 }
 
+void Gen::find_guarded(const FNode& n, Nest& ns) {
+  for (const FNode& k : n.kids) find_guarded(k, ns);
+  if (n.op != Op::While || n.kids.size() != 2 || n.kids[1].op != Op::Block) return;
+  const FNode* g = &n.kids[0];
+  while (g->op == Op::Logic && g->is_and && g->kids.size() == 2) g = &g->kids[0];
+  if (g->op != Op::Binary || g->kids.size() != 2) return;
+  Guarded gd{&n, g, nullptr, false, 0, 0, -1};
+  if ((g->fast == Fast::ge || g->fast == Fast::gt) && g->kids[0].op == Op::Var) {
+    gd.reg = g->kids[0].reg, gd.bound = &g->kids[1], gd.strict = g->fast == Fast::gt;
+  } else if ((g->fast == Fast::le || g->fast == Fast::lt) && g->kids[1].op == Op::Var) {
+    gd.reg = g->kids[1].reg, gd.bound = &g->kids[0], gd.strict = g->fast == Fast::lt;
+  } else {
+    return;
+  }
+  // Python ints on both sides (j's kind is known only once its first
+  // assignment is generated, often inside the nest: binary() refuses the
+  // guard then if it is not): a NumPy bool (np.int64's comparison) does not
+  // short-circuit `and` in the interpreter, so what follows would run with
+  // j below the bound.
+  auto int_or_unknown = [&](int r) {
+    return (kind[r] == Reg::Undef || is_int(kind[r])) && !dyn[r];
+  };
+  const FNode& bd = *gd.bound;
+  if (!int_or_unknown(gd.reg) || !((bd.op == Op::Const && bd.constant.k == Reg::PyInt) ||
+                                   (bd.op == Op::Var && int_or_unknown(bd.reg))))
+    return;
+  // The loop's only assignment of j: a statement of its body, j - c or j + -c.
+  std::vector<const FNode*> in_loop;
+  std::function<void(const FNode&)> walk = [&](const FNode& x) {
+    if (x.op == Op::Assign && x.reg == gd.reg) in_loop.push_back(&x);
+    for (const FNode& k : x.kids) walk(k);
+  };
+  walk(n);
+  if (in_loop.size() != 1) return;
+  const FNode& body = n.kids[1];
+  const FNode* dec = nullptr;
+  for (size_t q = 0; q < body.kids.size(); ++q)
+    if (&body.kids[q] == in_loop[0]) dec = &body.kids[q], gd.at = q;
+  if (!dec || dec->kids.size() != 1) return;
+  const FNode& v = dec->kids[0];
+  if (v.op != Op::Binary || v.kids.size() != 2 || v.kids[0].op != Op::Var ||
+      v.kids[0].reg != gd.reg || v.kids[1].op != Op::Const || v.kids[1].constant.k != Reg::PyInt)
+    return;
+  const int64_t c = v.kids[1].constant.i;
+  if (v.fast == Fast::sub && c > 0 && c <= (int64_t{1} << 32))
+    gd.c = c;
+  else if (v.fast == Fast::add && c < 0 && c >= -(int64_t{1} << 32))
+    gd.c = -c;
+  else
+    return;
+  ns.guarded[dec] = gd;
+  py_guards.insert(g);
+}
+
+bool Gen::guard_floor(const Guarded& g, Nest& ns, llvm::Value*& lo) {
+  llvm::Value* hi;
+  if (!interval(*g.bound, ns, lo, hi)) return false;
+  if (g.strict) lo = checked(llvm::Intrinsic::sadd_with_overflow, lo, b.getInt64(1), ns);
+  return true;
+}
+
 llvm::Value* Gen::floor_div(llvm::Value* a, int64_t c) {
   llvm::Value* q = b.CreateSDiv(a, b.getInt64(c));
   llvm::Value* down = b.CreateAnd(b.CreateICmpSLT(a, b.getInt64(0)),
@@ -89,8 +151,18 @@ bool Gen::interval(const FNode& x, Nest& ns, llvm::Value*& lo, llvm::Value*& hi)
       if (x.constant.k != Reg::PyInt) return false;
       lo = hi = b.getInt64(static_cast<uint64_t>(x.constant.i));
       return true;
-    case Op::Var:
-      return var_interval(x.reg, ns, lo, hi);
+    case Op::Var: {
+      if (!var_interval(x.reg, ns, lo, hi)) return false;
+      // Inside a loop guarded from below (not for the intervals of other
+      // variables, which hold everywhere).
+      auto f = ns.floor.find(x.reg);
+      if (f != ns.floor.end() && ns.visiting.empty()) {
+        llvm::Value* fl;
+        if (!guard_floor(*f->second, ns, fl)) return false;
+        lo = smax(lo, fl);
+      }
+      return true;
+    }
     case Op::Binary: {
       if ((x.fast != Fast::add && x.fast != Fast::sub && x.fast != Fast::mod &&
            x.fast != Fast::floordiv) ||
@@ -183,8 +255,32 @@ bool Gen::var_interval(int r, Nest& ns, llvm::Value*& lo, llvm::Value*& hi) {
     hi = hi ? smax(hi, h) : h;
   };
   bool ok = true;
+  bool counted_down = false;
+  for (const auto& [a, g] : ns.guarded) counted_down = counted_down || g.reg == r;
+  llvm::Value* down = nullptr;  // the lowest value a guarded decrement gives
   for (const FNode* a : ns.assigns[r]) {
+    if (auto gd = ns.guarded.find(a); gd != ns.guarded.end()) {
+      llvm::Value* fl;
+      if (!guard_floor(gd->second, ns, fl)) {
+        ok = false;
+        break;
+      }
+      fl = checked(llvm::Intrinsic::ssub_with_overflow, fl, b.getInt64(gd->second.c), ns);
+      down = down ? smin(down, fl) : fl;
+      continue;
+    }
     auto it = ns.role.find(a);
+    if (it == ns.role.end() && counted_down) {
+      // Any other assignment of such a counter: its value's interval (the
+      // counter's own in it is a cycle: visiting).
+      llvm::Value *vlo, *vhi;
+      if (a->kids.size() != 1 || !interval(a->kids[0], ns, vlo, vhi)) {
+        ok = false;
+        break;
+      }
+      join(vlo, vhi);
+      continue;
+    }
     if (it == ns.role.end()) {
       ok = false;
       break;
@@ -222,13 +318,18 @@ bool Gen::var_interval(int r, Nest& ns, llvm::Value*& lo, llvm::Value*& hi) {
     }
   }
   ns.visiting.erase(r);
-  if (!ok || !lo) return false;
-  if (entry) {  // the value before the loop, read before the loop assigns it
+  if (!ok) return false;
+  if (!lo) {  // only decrements in the nest: from the value before it down
+    if (!down || !entry || maybe_undef[r]) return false;
+    lo = hi = b.CreateLoad(i64, val[r]);
+  } else if (entry) {  // the value before the loop, read before the loop assigns it
     llvm::Value* v = b.CreateLoad(i64, val[r]);
     llvm::Value* d = maybe_undef[r] ? static_cast<llvm::Value*>(b.CreateLoad(i1, def[r])) : b.getTrue();
     lo = b.CreateSelect(d, smin(lo, v), lo);
     hi = b.CreateSelect(d, smax(hi, v), hi);
   }
+  // A decrement never passes the highest value before it.
+  if (down) lo = smin(lo, down);
   ns.memo[r] = {lo, hi};
   return true;
 }
@@ -239,8 +340,48 @@ void Gen::index_ops(const FNode& n, std::set<const FNode*>& pr) {
   for (const FNode& k : n.kids) index_ops(k, pr);
 }
 
+void Gen::guarded_cond(const FNode& c, const Guarded& g, Nest& ns, llvm::Value*& ok,
+                       std::set<const FNode*>& pr, std::set<int>& copy) {
+  if (&c == g.guard) {
+    nest_collect(c, ns, ok, pr, copy);
+    return;
+  }
+  guarded_cond(c.kids[0], g, ns, ok, pr, copy);
+  const Guarded* before = ns.floor.count(g.reg) ? ns.floor[g.reg] : nullptr;
+  ns.floor[g.reg] = &g;
+  nest_collect(c.kids[1], ns, ok, pr, copy);
+  if (before)
+    ns.floor[g.reg] = before;
+  else
+    ns.floor.erase(g.reg);
+}
+
 void Gen::nest_collect(const FNode& n, Nest& ns, llvm::Value*& ok, std::set<const FNode*>& pr,
                        std::set<int>& copy) {
+  if (n.op == Op::While) {
+    const Guarded* g = nullptr;
+    for (const auto& [a, gd] : ns.guarded)
+      if (gd.loop == &n) g = &gd;
+    if (g) {
+      guarded_cond(n.kids[0], *g, ns, ok, pr, copy);
+      const Guarded* before = ns.floor.count(g->reg) ? ns.floor[g->reg] : nullptr;
+      const FNode& body = n.kids[1];
+      for (size_t q = 0; q < body.kids.size(); ++q) {
+        if (q < g->at)
+          ns.floor[g->reg] = g;
+        else if (before)
+          ns.floor[g->reg] = before;
+        else
+          ns.floor.erase(g->reg);
+        nest_collect(body.kids[q], ns, ok, pr, copy);
+      }
+      if (before)
+        ns.floor[g->reg] = before;
+      else
+        ns.floor.erase(g->reg);
+      return;
+    }
+  }
   if ((n.op == Op::GetItem || n.op == Op::SetItem) && arr_var(n.kids[0]) && !pr.count(&n) &&
       !(proven && proven->count(&n)) && !ns.rl->rebound.count(n.kids[0].reg)) {
     const int r = n.kids[0].reg;
@@ -277,6 +418,7 @@ llvm::Value* Gen::nest_ok(const FNode& body, const RangeLoop& rl, llvm::Value* k
   ns.bad = b.getFalse();
   assigns_of(body, ns);
   find_inners(body, ns);
+  find_guarded(body, ns);
   llvm::Value* ok = b.getTrue();
   nest_collect(body, ns, ok, pr, copy);
   return b.CreateAnd(ok, b.CreateNot(ns.bad));

@@ -4,14 +4,18 @@
 // (np.sqrt, math.exp, ...) checked against the primitive on a sample.
 #include "tessera/lang/native_gen.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "tessera/lang/native_arrays.hpp"
+#include "tessera/lang/native_calls.hpp"
 #include "tessera/lang/native_dicts.hpp"
+#include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/registry.hpp"
 
 namespace tessera::native_gen {
@@ -307,6 +311,19 @@ CV Gen::binary(const FNode& n) {
     return char_compare(n);
   CV a = eval(n.kids[0]);
   CV c = eval(n.kids[1]);
+  if (py_guards.count(&n)) {
+    // NumPy's int (an element of an int array): its comparison's `and` does
+    // not short-circuit in the interpreter, so the accesses after the guard
+    // are not proven by it: generated again with that variable's kind
+    // dynamic, which find_guarded does not take.
+    for (const size_t k : {size_t{0}, size_t{1}}) {
+      const CV& x = k == 0 ? a : c;
+      if (x.k == Reg::PyInt && !x.s) continue;
+      if (n.kids[k].op == Op::Var && x.k == Reg::NpInt && !dyn[n.kids[k].reg])
+        throw Retry{n.kids[k].reg};
+      throw Refuse{"a while loop's guard of its index compares what is not a Python int"};
+    }
+  }
   const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
   if (n.fast == Fast::none && (n.spec->name == "power" || n.spec->name == "ipow") &&
       a.k != kDyn && c.k != kDyn) {
@@ -618,6 +635,64 @@ CV Gen::finish_call(const FNode& n, UnaryOp op, const CV& v, int rk) {
   bail_if(b.CreateOr(nan_out, inf_out));
   count(n.slot);
   return CV{rk, r};
+}
+
+CV Gen::native_call(const FNode& n) {
+  // The function: the object its variable held when the code was made (the
+  // helper calls the one it holds at each call, if its result's kind is
+  // the same); a variable the loop assigns keeps the loop interpreted.
+  const int fr = n.reg;
+  std::function<bool(const FNode&)> assigns = [&](const FNode& x) {
+    if ((x.op == Op::Assign || x.op == Op::Append) && x.reg == fr) return true;
+    for (const FNode& k : x.kids)
+      if (assigns(k)) return true;
+    return false;
+  };
+  if (regs[static_cast<size_t>(fr)].k != Reg::Obj || assigns(loop_cond) || assigns(loop_body))
+    throw Refuse{"a call of a recursive function the loop may change"};
+  const Value& fv = objects[static_cast<size_t>(regs[static_cast<size_t>(fr)].a)];
+  const Closure* closure =
+      fv.is_function() ? dynamic_cast<const Closure*>(fv.as_function().get()) : nullptr;
+  if (!closure) throw Refuse{"a call of what is not a jit function"};
+  if (n.kids.size() > 7) throw Refuse{"a recursive function called with more than 7 arguments"};
+  std::vector<CV> args;
+  std::vector<uint8_t> kinds;
+  for (const FNode& k : n.kids) {
+    CV v = eval(k);
+    if (v.k == kDyn || v.s || !is_scalar(static_cast<Reg::Kind>(v.k)))
+      throw Refuse{"a recursive function called with what is not a number of one kind"};
+    args.push_back(v);
+    kinds.push_back(static_cast<uint8_t>(v.k));
+  }
+  uint8_t ret = Reg::Undef;
+  if (!native_call_prepare(*closure, kinds, ret))
+    throw Refuse{"'" + closure->code().name + "' has no native code for these arguments"};
+  llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  const auto nwords = static_cast<int64_t>(std::max<size_t>(args.size(), 1));
+  llvm::Value* words = e.CreateAlloca(i64, b.getInt64(nwords));
+  llvm::Value* result = e.CreateAlloca(i64);
+  for (size_t i = 0; i < args.size(); ++i)
+    b.CreateStore(to_payload(args[i]), b.CreateConstInBoundsGEP1_64(i64, words, i));
+  uint64_t packed = args.size() | static_cast<uint64_t>(ret) << 4;
+  for (size_t i = 0; i < kinds.size(); ++i)
+    packed |= static_cast<uint64_t>(kinds[i]) << (8 * i + 8);
+  llvm::Value* obj = b.CreateSExt(
+      b.CreateTrunc(b.CreateLoad(i64, field(regp, static_cast<int64_t>(static_cast<size_t>(fr) *
+                                                                        sizeof(Reg) + 8),
+                                            i64)),
+                    i32),
+      i64);
+  auto* t = llvm::FunctionType::get(i32, {i8p, i64, i64, i64->getPointerTo(), i64->getPointerTo()},
+                                    false);
+  llvm::Value* status =
+      b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_loop_call), t),
+                   {cptr, obj, b.getInt64(packed), words, result});
+  bail_if(b.CreateICmpNE(status, b.getInt32(0)));
+  llvm::Value* w = b.CreateLoad(i64, result);
+  const auto rk = static_cast<Reg::Kind>(ret);
+  if (is_bool(rk)) return CV{rk, b.CreateICmpNE(w, b.getInt64(0))};
+  if (is_int(rk)) return CV{rk, w};
+  return CV{rk, b.CreateBitCast(w, f64)};
 }
 
 }  // namespace tessera::native_gen

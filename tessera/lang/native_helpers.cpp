@@ -10,7 +10,9 @@
 #include <memory>
 
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/nodes.hpp"
 #include "tessera/lang/native_arrays.hpp"
+#include "tessera/lang/native_calls.hpp"
 #include "tessera/lang/native_dicts.hpp"
 #include "tessera/lang/native_lists.hpp"
 #include "tessera/primitives/random_stream.hpp"
@@ -132,6 +134,21 @@ extern "C" double native_uniform(NativeCtx* c) {
   return d->buf[d->pos++];
 }
 
+extern "C" int32_t native_loop_call(NativeCtx* c, int64_t obj, int64_t kinds, const int64_t* words,
+                                    int64_t* result) {
+  if (c->state == nullptr || obj < 0 || static_cast<size_t>(obj) >= c->state->objects.size())
+    return 1;
+  const Value& fv = c->state->objects[static_cast<size_t>(obj)];
+  const Closure* closure =
+      fv.is_function() ? dynamic_cast<const Closure*>(fv.as_function().get()) : nullptr;
+  if (closure == nullptr) return 1;
+  uint8_t k[8];
+  const auto n = static_cast<size_t>(kinds & 0xf);
+  auto ret = static_cast<uint8_t>((kinds >> 4) & 0xf);
+  for (size_t i = 0; i < n && i < 7; ++i) k[i] = static_cast<uint8_t>(kinds >> (8 * i + 8));
+  return native_call_words(*closure, k, n, words, *result, ret) ? 0 : 1;
+}
+
 namespace native_gen {
 
 void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
@@ -160,7 +177,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_str_byte),
                           reinterpret_cast<void*>(&native_seq_len),
                           reinterpret_cast<void*>(&native_list2_len),
-                          reinterpret_cast<void*>(&native_dict_view)};
+                          reinterpret_cast<void*>(&native_dict_view),
+                          reinterpret_cast<void*>(&native_loop_call)};
 
 }  // namespace native_gen
 

@@ -35,12 +35,20 @@ extern "C" double native_pow(double a, double b);
 // counted so that a roll-back can rewind the stream.
 extern "C" double native_uniform(NativeCtx* c);
 
+// A call of a recursive jit function from native loop code (Op::NativeCall):
+// the function in the state's object `obj`, its arguments' register kinds
+// packed in `kinds` (their count in the low 4 bits, the result's kind the
+// code expects in the next 4, an argument's kind a byte above each),
+// their payloads in `words`; 0 with `result` set, else the turn bails.
+extern "C" int32_t native_loop_call(NativeCtx* c, int64_t obj, int64_t kinds, const int64_t* words,
+                                    int64_t* result);
+
 namespace native_gen {
 
 // The functions the generated code calls, by index into NativeCtx::helpers
 // (native_helpers()); a new one goes at the end (the disk cache's key
 // counts them).
-constexpr size_t kHelperCount = 27;
+constexpr size_t kHelperCount = 28;
 extern void* const kHelpers[kHelperCount];
 
 }  // namespace native_gen

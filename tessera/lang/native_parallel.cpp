@@ -184,6 +184,9 @@ void walk(const FNode& n, std::vector<char>& defined, BodyFacts& f, int depth,
     case Op::Bail:
       if (f.refuse.empty()) f.refuse = "a branch runs in the general evaluation when taken";
       return;
+    case Op::NativeCall:
+      if (f.refuse.empty()) f.refuse = "a recursive function's call (its own native code)";
+      return;
     case Op::NewList:
     case Op::NewDict:
     case Op::Append:

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from jit_check import check, run_script
+from jit_check import cases_script, check, loop_log_lines, run_on_every_path, run_script
 
 import tessera
 
@@ -61,6 +61,105 @@ def two_arrays(a, b):
             j -= 1
         a[i] = a[i] + 0.0 * b[i % 7]
     return a, b
+
+
+# A while loop whose condition guards its index from below and whose body
+# runs the index down (docs/runtime.md, "Loop nests"): its accesses are
+# proven in range before the nest, so they are neither checked nor logged
+# (the array copied once per call instead). Each case below must stay
+# Python's, proven or not.
+
+
+def shifts_by_two_strict(arr, lo):
+    # j > lo, j -= 2, the bound a variable: j stays above lo - 2
+    for i in range(lo + 2, len(arr)):
+        key = arr[i]
+        j = i - 2
+        while j > lo and arr[j] > key:
+            arr[j + 2] = arr[j]
+            j -= 2
+        arr[j + 2] = key
+    return arr
+
+
+def guard_that_lets_j_reach_minus_one(arr):
+    # j >= -1: arr[j] at j == -1 is the last element, as in Python (no proof)
+    count = 0
+    for i in range(1, len(arr)):
+        j = i - 1
+        while j >= -1 and arr[j] > arr[i]:
+            count += 1
+            j -= 1
+    return count
+
+
+def read_after_the_decrement(arr):
+    # after `j -= 1` the guard no longer holds: arr[j] at j == -1 is the last
+    # element, as in Python
+    total = 0.0
+    for i in range(1, len(arr)):
+        j = i - 1
+        while j >= 0 and arr[j] > arr[i]:
+            j -= 1
+            total += arr[j]
+    return total
+
+
+def guard_of_numpy_ints(arr, starts):
+    # j an np.int64 (an element of an int array): `j >= 0` is a NumPy bool
+    count = 0
+    for i in range(len(starts)):
+        j = starts[i]
+        while j >= 0 and arr[j] > 0.5:
+            count += 1
+            j -= 1
+    return count
+
+
+def sort_then_zero_division(arr, stop):
+    # shifts proven, then 1 // 0 at turn `stop`: the native code stops there
+    # with the array written since its start; Python's array is sorted up to
+    # `stop` when the error comes.
+    s = 0
+    for i in range(1, len(arr)):
+        key = arr[i]
+        j = i - 1
+        while j >= 0 and arr[j] > key:
+            arr[j + 1] = arr[j]
+            j -= 1
+        arr[j + 1] = key
+        s += 1 // (stop - i)
+    return s
+
+
+def sort_then_unproven_index_error(arr, stop):
+    # arr[i * 3] is not an interval the nest knows: checked in the unchecked
+    # version, whose bail there puts the copy back
+    t = 0.0
+    for i in range(1, len(arr)):
+        key = arr[i]
+        j = i - 1
+        while j >= 0 and arr[j] > key:
+            arr[j + 1] = arr[j]
+            j -= 1
+        arr[j + 1] = key
+        if i >= stop:
+            t += arr[i * 3]
+    return t
+
+
+GUARDED_CASES = [
+    (insertion_sort, (np.random.default_rng(9).random(700),)),
+    (insertion_sort, (np.random.default_rng(9).integers(-50, 50, 500),)),
+    (shifts_by_two_strict, (np.random.default_rng(9).random(600), 3)),
+    (shifts_by_two_strict, (np.random.default_rng(9).random(40), 0)),
+    (guard_that_lets_j_reach_minus_one, (np.random.default_rng(9).random(300),)),
+    (read_after_the_decrement, (np.random.default_rng(9).random(300),)),
+    (guard_of_numpy_ints, (np.random.default_rng(9).random(50), np.arange(0, 50, 7))),
+    (sort_then_zero_division, (np.random.default_rng(9).random(900), 600)),
+    (sort_then_zero_division, (np.random.default_rng(9).random(900), 2)),
+    (sort_then_unproven_index_error, (np.random.default_rng(9).random(900), 400)),
+]
 
 
 RNG = np.random.default_rng(5)
@@ -126,3 +225,36 @@ def test_native_interpreter_and_general_agree():
     general, _ = run_script(_SCRIPT, TESSERA_FAST_LOOPS="0")
     assert native == interp == general
     assert "native code compiled" in log or "native code loaded" in log
+
+
+@pytest.mark.parametrize("f, args", GUARDED_CASES,
+                         ids=[f.__name__ + str(i) for i, (f, _) in enumerate(GUARDED_CASES)])
+def test_guarded_while_loops_agree_with_python(f, args, threads):
+    check(f, *args)
+
+
+@pytest.mark.parametrize("stop", [2, 450, 899])
+def test_arrays_after_an_error_in_a_proven_sort_are_pythons(threads, stop):
+    a = RNG.random(900)
+    for f, kind in [(sort_then_zero_division, ZeroDivisionError),
+                    (sort_then_unproven_index_error, IndexError)]:
+        want, want_args = _python_then(f, (a.copy(), stop))
+        assert want == ("raise", kind)
+        got = a.copy()
+        with pytest.raises(kind):
+            tessera.jit(f)(got, stop)
+        np.testing.assert_array_equal(got, want_args[0])
+
+
+_GUARDED_SCRIPT = cases_script("test_native_write_log", "t.GUARDED_CASES")
+
+
+def test_guarded_while_loops_on_every_path():
+    out = run_on_every_path(_GUARDED_SCRIPT, TESSERA_CACHE_DIR="0")
+    native, log = out["native"]
+    assert native == out["interpreter"][0] == out["general"][0]
+    assert "ZeroDivisionError" in native and "IndexError" in native
+    for f in (shifts_by_two_strict, guard_that_lets_j_reach_minus_one, read_after_the_decrement,
+              guard_of_numpy_ints,
+              sort_then_zero_division, sort_then_unproven_index_error):
+        assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
