@@ -85,6 +85,9 @@ CV Gen::list_item(const FNode& n) {
 CV Gen::append(const FNode& n) {
   CV v = eval(n.kids[0]);
   if (!scalar_cv(v)) throw Refuse{"an append of what is not a number"};
+  // A list the loop makes (a comprehension's): read as the kind appended
+  // first in the code (an item of another kind bails where it is read).
+  if (item_kind[n.reg] < 0 && !v.s) item_kind[n.reg] = v.k;
   CV x = read(n.reg);
   if (x.k != Reg::Obj) throw Refuse{"an append to what is not a list"};
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
@@ -378,6 +381,10 @@ bool Gen::char_operand(const FNode& k) const {
            k.const_arg->as_string().size() == 1 &&
            static_cast<unsigned char>(k.const_arg->as_string()[0]) < 0x80;
   if (k.op != Op::GetItem || k.kids.size() != 2 || !list_var(k.kids[0])) return false;
+  const FNode& i = k.kids[1];  // not a slice (native_gen_strings.cpp's)
+  if ((i.op == Op::Const && i.constant.k == Reg::Obj) ||
+      (i.op == Op::Call && i.spec && i.spec->name == "slice"))
+    return false;
   const Reg& s = regs[static_cast<size_t>(k.kids[0].reg)];
   return s.k == Reg::Obj && static_cast<size_t>(s.a) < objects.size() &&
          objects[static_cast<size_t>(s.a)].is_string();

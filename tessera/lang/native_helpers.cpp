@@ -13,6 +13,7 @@
 #include "tessera/lang/native_arrays.hpp"
 #include "tessera/lang/native_dicts.hpp"
 #include "tessera/lang/native_lists.hpp"
+#include "tessera/lang/native_strings.hpp"
 #include "tessera/primitives/random_stream.hpp"
 
 namespace tessera {
@@ -160,7 +161,11 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_str_byte),
                           reinterpret_cast<void*>(&native_seq_len),
                           reinterpret_cast<void*>(&native_list2_len),
-                          reinterpret_cast<void*>(&native_dict_view)};
+                          reinterpret_cast<void*>(&native_dict_view),
+                          reinterpret_cast<void*>(&native_str_view),
+                          reinterpret_cast<void*>(&native_str_object),
+                          reinterpret_cast<void*>(&native_str_compare),
+                          reinterpret_cast<void*>(&native_str_find)};
 
 }  // namespace native_gen
 
