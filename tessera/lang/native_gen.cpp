@@ -299,6 +299,12 @@ CV Gen::eval_any(const FNode& n) {
     return CV{Reg::Nil};
   }
   if (n.op != Op::Var && n.op != Op::Assign && str_expr(n)) {
+    if (n.op == Op::Call && n.spec->name == "iterate" && n.kids[0].op == Op::Var) {
+      // `for c in s`: the string itself (its characters are its items), no copy
+      CV o = read(n.kids[0].reg);
+      count(n.slot);
+      return o;
+    }
     // A string the code computed, as a value (assigned, the loop's): an object.
     CV v = str_value(n);
     return CV{Reg::Obj, str_object(v)};

@@ -92,6 +92,16 @@ def index_past_the_end(s, n):
     return c
 
 
+def vowels(text, n):
+    # `for ch in text` of a string argument, `ch in "aeiou"`
+    c = 0
+    for k in range(n):
+        for ch in text:
+            if ch in "aeiou":
+                c += k
+    return c
+
+
 def orders(w0, w1, w2, n):
     # ==, !=, <, <=, >, >= of strings of different lengths, an empty one
     lt = le = gt = ge = eq = ne = 0
@@ -200,6 +210,8 @@ CASES = [(palindromes, (10, 60)),
          (bools_and_strings, (30,)),
          (last_digits, (123,)),
          (non_ascii, ("aéb", 20)),
+         (vowels, ("the quick brown fox", 7)),
+         (vowels, ("", 3)),
          (empty_strings, ("", 5))]
 
 
@@ -233,7 +245,7 @@ def test_native_interpreter_and_general_print_the_same():
     # the interpreter at run time, not at compilation).
     for f in (palindromes, largest_palindrome_product, digit_lengths, slices, slice_text,
               characters, orders, contains, truths, bools_and_strings, last_digits,
-              non_ascii, empty_strings):
+              non_ascii, empty_strings, vowels):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
         refused = loop_log_lines(log, f, "no native code")
         assert not refused, (f.__name__, refused)
