@@ -439,6 +439,10 @@ struct Gen {
   // call's start is a string, or one the loop assigns strings only).
   bool str_reg(int r) const;
   std::vector<bool> str_regs;  // find_str_regs
+  // A list of strings the loop only reads (list_fixed, its first item a
+  // string): words[i] is a view of the item (native_list_str).
+  bool str_list(int r) const;
+  std::vector<bool> str_lists;
   void find_str_regs();
   CV str_value(const FNode& n);
   // The text of `n` when it is known here: a constant, type(x) of a string or

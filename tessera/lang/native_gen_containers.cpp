@@ -462,8 +462,10 @@ llvm::Value* Gen::dict_key(const FNode* const* keys, size_t nkeys, CV* first) {
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
   llvm::Value* at = e.CreateAlloca(i64, e.getInt32(static_cast<uint32_t>(2 * nkeys)));
   for (size_t k = 0; k < nkeys; ++k) {
-    CV v = eval(*keys[k]);
-    if (!scalar_cv(v)) throw Refuse{"a dict key that is not a number or a tuple of numbers"};
+    // A string key (d[word]): its object, the interpreter's key (key_of).
+    CV v = nkeys == 1 && str_expr(*keys[k]) ? eval_any(*keys[k]) : eval(*keys[k]);
+    if (!scalar_cv(v) && v.k != Reg::Obj)
+      throw Refuse{"a dict key that is not a number, a string or a tuple of numbers"};
     put_reg(at, static_cast<int64_t>(k), v);
     if (k == 0 && first) *first = v;
   }

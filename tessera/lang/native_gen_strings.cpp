@@ -79,6 +79,10 @@ const char* type_name_of(Reg::Kind k) {
 
 }  // namespace
 
+bool Gen::str_list(int r) const {
+  return r >= 0 && static_cast<size_t>(r) < str_lists.size() && str_lists[static_cast<size_t>(r)];
+}
+
 bool Gen::str_reg(int r) const {
   return r >= 0 && static_cast<size_t>(r) < str_regs.size() && str_regs[static_cast<size_t>(r)];
 }
@@ -90,12 +94,15 @@ bool Gen::str_expr(const FNode& n) const {
     case Op::Var:
       return str_reg(n.reg);
     case Op::GetItem:
+      if (n.kids.size() == 2 && n.kids[0].op == Op::Var && str_list(n.kids[0].reg))
+        return !slice_node(n.kids[1]) && pure_index(n.kids[1]);
       return n.kids.size() == 2 && str_expr(n.kids[0]) &&
              (slice_node(n.kids[1]) ? n.kids[1].op == Op::Const || pure_index(n.kids[1])
                                     : pure_index(n.kids[1]));
     case Op::Call:
       if (named(n, "str", 1) || named(n, "type", 1)) return true;
       if (named(n, "iterate", 1)) return str_expr(n.kids[0]);
+      if (named(n, "str_strip", 2)) return str_expr(n.kids[0]) && str_expr(n.kids[1]);
       return false;
     case Op::If:
       return n.kids.size() == 3 && !n.returned && str_expr(n.kids[1]) && str_expr(n.kids[2]);
@@ -140,6 +147,26 @@ void Gen::find_str_regs() {
   };
   walk(loop_cond);
   walk(loop_body);
+  // Lists of strings the loop only reads (`for word in words`'s).
+  str_lists.assign(nr, false);
+  for (size_t r = 0; r < nr; ++r) {
+    const Reg& g = regs[r];
+    if (g.k != Reg::Obj || dict_reg[r] || r >= list_fixed.size() || !list_fixed[r] ||
+        static_cast<size_t>(g.a) >= objects.size())
+      continue;
+    const Value& v = objects[static_cast<size_t>(g.a)];
+    str_lists[r] = v.is_list() && !v.as_list().empty() && v.as_list()[0].is_string();
+  }
+  // `_it = iterate(words)` of an inner `for w in words`: the same list.
+  for (size_t r = 0; r < nr; ++r) {
+    if (str_lists[r] || assigns[r].empty() || dict_reg[r] ||
+        !(regs[r].k == Reg::Undef || regs[r].k == Reg::Obj))
+      continue;
+    bool all = true;
+    for (const FNode* v : assigns[r])
+      all = all && named(*v, "iterate", 1) && v->kids[0].op == Op::Var && str_list(v->kids[0].reg);
+    str_lists[r] = all;
+  }
   // Optimistic first (s = t; t = s), then every register with an assignment
   // of something else struck off until nothing changes.
   str_regs.assign(nr, false);
@@ -209,6 +236,20 @@ CV Gen::str_value(const FNode& n) {
       return view(p, b.CreateLoad(i64, len), nullptr);
     }
     case Op::GetItem: {
+      if (n.kids[0].op == Op::Var && str_list(n.kids[0].reg)) {  // words[i]
+        CV o = read(n.kids[0].reg);
+        CV i = eval(n.kids[1]);
+        if (i.k == kDyn || !is_int(static_cast<Reg::Kind>(i.k)))
+          throw Refuse{"a list indexed by what is not an int"};
+        llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+        llvm::Value* len = e.CreateAlloca(i64);
+        auto* ft = llvm::FunctionType::get(i8p, {i8p, i64, i64, i64->getPointerTo()}, false);
+        llvm::Value* p = b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_str), ft),
+                                      {cptr, o.v, i.v, len});
+        bail_if(b.CreateICmpEQ(p, llvm::ConstantPointerNull::get(b.getInt8PtrTy())));
+        count(n.counter);
+        return view(p, b.CreateLoad(i64, len), nullptr);
+      }
       CV s = str_value(n.kids[0]);
       const FNode& k = n.kids[1];
       if (slice_node(k)) {
@@ -290,6 +331,20 @@ CV Gen::str_value(const FNode& n) {
         CV s = str_value(n.kids[0]);
         count(n.slot);
         return s;
+      }
+      if (name == "str_strip") {  // s.strip(chars)
+        CV s = str_value(n.kids[0]);
+        CV c = str_value(n.kids[1]);
+        llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+        llvm::Value* first = e.CreateAlloca(i64);
+        auto* ft = llvm::FunctionType::get(i64, {i8p, i64, i64, i8p, i64, i64, i64->getPointerTo()},
+                                           false);
+        llvm::Value* len = b.CreateCall(
+            ft, fptr(reinterpret_cast<void*>(&native_str_strip), ft),
+            {s.v, s.p, s.step ? s.step : b.getInt64(1), c.v, c.p, c.step ? c.step : b.getInt64(1),
+             first});
+        count(n.slot);
+        return view(str_at(s, b.CreateLoad(i64, first)), len, s.step);
       }
       if (name == "type") {
         if (str_expr(n.kids[0])) {
@@ -549,6 +604,37 @@ extern "C" int64_t native_str_find(const char* a, int64_t na, int64_t sa, const 
     if (k == nb) return at;
   }
   return -1;
+}
+
+extern "C" const char* native_list_str(NativeCtx* c, int64_t obj, int64_t i, int64_t* len) {
+  if (c->state == nullptr) return nullptr;
+  const FastLoop::Impl::State& st = *c->state;
+  if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return nullptr;
+  const Value& v = st.objects[static_cast<size_t>(obj)];
+  if (!v.is_list()) return nullptr;
+  const List& items = v.as_list();
+  const auto n = static_cast<int64_t>(items.size());
+  if (i < 0) i += n;
+  if (i < 0 || i >= n || !items[static_cast<size_t>(i)].is_string()) return nullptr;
+  const std::string& text = items[static_cast<size_t>(i)].as_string();
+  for (char ch : text)
+    if (static_cast<unsigned char>(ch) >= 0x80) return nullptr;
+  *len = static_cast<int64_t>(text.size());
+  return text.data();
+}
+
+extern "C" int64_t native_str_strip(const char* a, int64_t na, int64_t sa, const char* chars,
+                                    int64_t nc, int64_t sc, int64_t* first) {
+  auto in = [&](char ch) {
+    for (int64_t k = 0; k < nc; ++k)
+      if (chars[k * sc] == ch) return true;
+    return false;
+  };
+  int64_t lo = 0, hi = na;
+  while (lo < hi && in(a[lo * sa])) ++lo;
+  while (hi > lo && in(a[(hi - 1) * sa])) --hi;
+  *first = lo;
+  return hi - lo;
 }
 
 }  // namespace tessera

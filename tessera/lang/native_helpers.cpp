@@ -165,7 +165,9 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_str_view),
                           reinterpret_cast<void*>(&native_str_object),
                           reinterpret_cast<void*>(&native_str_compare),
-                          reinterpret_cast<void*>(&native_str_find)};
+                          reinterpret_cast<void*>(&native_str_find),
+                          reinterpret_cast<void*>(&native_list_str),
+                          reinterpret_cast<void*>(&native_str_strip)};
 
 }  // namespace native_gen
 

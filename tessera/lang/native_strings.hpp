@@ -31,4 +31,14 @@ extern "C" int64_t native_str_compare(const char* a, int64_t na, int64_t sa, con
 extern "C" int64_t native_str_find(const char* a, int64_t na, int64_t sa, const char* b,
                                    int64_t nb, int64_t sb);
 
+// Item i (negative from the end) of the list or tuple at object index `obj`
+// when it is an ASCII string: its bytes (its length to `len`); null otherwise.
+// Valid while the list is not changed (the loop reads it only).
+extern "C" const char* native_list_str(NativeCtx* c, int64_t obj, int64_t i, int64_t* len);
+
+// Python's a.strip(chars) of view `a` by the characters of view `chars`: the
+// length kept, its first position to `first`.
+extern "C" int64_t native_str_strip(const char* a, int64_t na, int64_t sa, const char* chars,
+                                    int64_t nc, int64_t sc, int64_t* first);
+
 }  // namespace tessera
