@@ -430,9 +430,10 @@ struct Gen {
 
   // ---- strings (native_gen_strings.cpp; docs/runtime.md, "Strings in
   // native code"): views of ASCII text, made by str() of an int, string
-  // constants, variables holding a string, s[i] and s[a:b:c]; taken by
-  // comparisons, len(), `in`, str.find, int(s) and type(s). A non-ASCII
-  // string bails (the interpreter's), a float's str() is refused.
+  // constants, variables holding a string, items of a list of strings,
+  // s[i], s[a:b:c], s.strip(chars) and type(x); taken by comparisons, len(),
+  // `in`, str.find, truth and dict keys. A non-ASCII string bails (the
+  // interpreter's), a float's str() is refused.
   // True when `n` is such a string expression (without emitting anything).
   bool str_expr(const FNode& n) const;
   // A register that holds a string (an object register whose value at the
@@ -443,6 +444,8 @@ struct Gen {
   // string): words[i] is a view of the item (native_list_str).
   bool str_list(int r) const;
   std::vector<bool> str_lists;
+  // Both tables, before any code (sets `lists` when the loop assigns strings:
+  // they become objects).
   void find_str_regs();
   CV str_value(const FNode& n);
   // The text of `n` when it is known here: a constant, type(x) of a string or
@@ -458,8 +461,8 @@ struct Gen {
   llvm::Value* str_at(const CV& s, llvm::Value* i);
   // ==, !=, <, <=, >, >= of two string expressions (Python's bool).
   CV str_compare(const FNode& n);
-  // len(s), `a in s`, s.find(a), int(s) of a string expression; null when `n`
-  // is not one of them on strings.
+  // len(s), not s, `a in s` and s.find(a) of string expressions, into `out`;
+  // false when `n` is not one of them on strings.
   bool str_call(const FNode& n, CV& out);
 
   CV read(int r);

@@ -320,7 +320,8 @@ CV Gen::str_value(const FNode& n) {
       CV i = eval(k);
       if (i.k == kDyn || !is_int(static_cast<Reg::Kind>(i.k)))
         throw Refuse{"a string indexed by what is not an int"};
-      llvm::Value* j = b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, s.p), i.v);
+      llvm::Value* j =
+          b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, s.p), i.v);
       bail_if(b.CreateICmpUGE(j, s.p));  // IndexError: the general path's, at its line
       count(n.counter);
       return view(str_at(s, j), b.getInt64(1), s.step);
@@ -367,7 +368,8 @@ CV Gen::str_value(const FNode& n) {
         count(n.slot);
         return view(b.CreateSelect(v.v, t.v, f.v), b.CreateSelect(v.v, t.p, f.p), nullptr);
       }
-      if (!is_int(vk)) throw Refuse{std::string("str() of a ") + kind_name(vk) + " has no native code"};
+      if (!is_int(vk))
+        throw Refuse{std::string("str() of a ") + kind_name(vk) + " has no native code"};
       // The digits written backwards into a buffer of the frame (one per str() node).
       constexpr int64_t kRoom = 24;
       llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
