@@ -120,6 +120,19 @@ def word_counts(words, n):
     return counts, seen
 
 
+def prange_palindromes(n):
+    # strings in a prange loop: compared only (parallel), and assigned (as range)
+    flags = np.zeros(n, dtype=np.int64)
+    for i in tessera.prange(n):
+        if str(i * 7) == str(i * 7)[::-1]:
+            flags[i] = 1
+    for i in tessera.prange(n):
+        s = str(i)
+        if s[-1] == s[0]:
+            flags[i] += 2
+    return flags.sum()
+
+
 def orders(w0, w1, w2, n):
     # ==, !=, <, <=, >, >= of strings of different lengths, an empty one
     lt = le = gt = ge = eq = ne = 0
@@ -232,6 +245,7 @@ CASES = [(palindromes, (10, 60)),
          (vowels, ("", 3)),
          (word_counts, (["a.", "bb", "", "!c!", "a", "..."], 5)),
          (word_counts, (["x", "y,", "é.", "x"], 4)),
+         (prange_palindromes, (3000,)),
          (empty_strings, ("", 5))]
 
 
