@@ -38,6 +38,17 @@ bool ndict_key(const Reg* keys, int64_t n, Value& out) {
   return true;
 }
 
+// A string key in an object register (d[word] in native code,
+// native_gen_strings.cpp): the string, as the interpreter's key_of makes it.
+bool ndict_str_key(NativeCtx* c, const Reg& k, Value& out) {
+  const FastLoop::Impl::State& st = *c->state;
+  if (k.a < 0 || static_cast<size_t>(k.a) >= st.objects.size() ||
+      !st.objects[static_cast<size_t>(k.a)].is_string())
+    return false;
+  out = st.objects[static_cast<size_t>(k.a)];
+  return true;
+}
+
 // The same Python bool, int or float, bit for bit (0.0 is not -0.0).
 bool ndict_same_number(const Value& a, const Value& b) {
   if (a.kind() != b.kind()) return false;
@@ -107,7 +118,9 @@ extern "C" int32_t native_dict_find(NativeCtx* c, int64_t obj, const Reg* keys, 
       at = dict.position_int(keys[0].i);  // no Value made, the index alone decides
     } else {
       Value key;
-      if (!ndict_key(keys, nkeys, key)) return kNativeDictBail;
+      if (!ndict_key(keys, nkeys, key) &&
+          !(nkeys == 1 && keys[0].k == Reg::Obj && ndict_str_key(c, keys[0], key)))
+        return kNativeDictBail;
       at = dict.position(key);
     }
     if (at < 0) return kNativeDictMiss;
@@ -170,7 +183,9 @@ int32_t ndict_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r, i
       return 0;
     }
     Value key;
-    if (!ndict_key(keys, nkeys, key)) return 1;
+    if (!ndict_key(keys, nkeys, key) &&
+        !(nkeys == 1 && keys[0].k == Reg::Obj && ndict_str_key(c, keys[0], key)))
+      return 1;
     Value item = FastLoop::Impl::to_value(*value, st);
     // s.add(k) of a k already there (d[k] = v of v there): nothing changes,
     // nothing to log. Only the very same Python number (1 replaces True).

@@ -136,6 +136,10 @@ llvm::Value* Gen::truth(const CV& v) {
 }
 
 llvm::Value* Gen::cond(const FNode& n) {
+  if (n.op != Op::Logic && str_expr(n)) {  // a string's truth: not empty
+    CV v = str_value(n);
+    return b.CreateICmpNE(v.p, b.getInt64(0));
+  }
   if (n.op != Op::Logic) return truth(eval(n));
   CV a = eval(n.kids[0]);
   if (!is_scalar(static_cast<Reg::Kind>(a.k))) throw Refuse{"'and'/'or' of a non-scalar"};
@@ -230,6 +234,20 @@ void Gen::write(int r, const CV& v) {
                   b.CreateConstInBoundsGEP1_64(i32, held, r));
     return;
   }
+  if (v.k == kDyn && is_scalar(kind[r]) && !dyn[r]) {
+    // A value whose kind is known at run time only (an `if` giving a number
+    // or a string, as int()'s parse) into a number variable: its kind, or a bail.
+    bail_if(b.CreateICmpNE(v.v, b.getInt8(kind[r])));
+    llvm::Value* x = v.p;
+    if (is_bool(kind[r]))
+      x = b.CreateICmpNE(x, b.getInt64(0));
+    else if (is_float(kind[r]))
+      x = b.CreateBitCast(x, f64);
+    b.CreateStore(x, val[r]);
+    b.CreateStore(b.getTrue(), def[r]);
+    b.CreateStore(b.getInt8(1), asg[r]);
+    return;
+  }
   if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k))) {
     throw Refuse{std::string("a variable is assigned a value that is not a bool, int or float (") +
                  (v.k == kDyn ? "of a kind known only at run time" : kind_name(static_cast<Reg::Kind>(v.k))) + ")"};
@@ -280,6 +298,17 @@ CV Gen::eval_any(const FNode& n) {
     lazy_assign(n.reg);
     return CV{Reg::Nil};
   }
+  if (n.op != Op::Var && n.op != Op::Assign && str_expr(n)) {
+    if (n.op == Op::Call && n.spec->name == "iterate" && n.kids[0].op == Op::Var) {
+      // `for c in s`: the string itself (its characters are its items), no copy
+      CV o = read(n.kids[0].reg);
+      count(n.slot);
+      return o;
+    }
+    // A string the code computed, as a value (assigned, the loop's): an object.
+    CV v = str_value(n);
+    return CV{Reg::Obj, str_object(v)};
+  }
   switch (n.op) {
     case Op::Const:
       switch (n.constant.k) {
@@ -307,6 +336,12 @@ CV Gen::eval_any(const FNode& n) {
         return CV{Reg::Arr, nullptr, nullptr, n.reg};
       }
       CV v = eval_any(n.kids[0]);
+      if (v.k == Reg::Obj && item_kind[n.reg] < 0) {
+        // `x = block(..., acc)` (sum() of a comprehension): acc's items' kind.
+        const FNode* src = &n.kids[0];
+        while (src->op == Op::Block && !src->kids.empty()) src = &src->kids.back();
+        if (src->op == Op::Var && item_kind[src->reg] >= 0) item_kind[n.reg] = item_kind[src->reg];
+      }
       if (n.returned && v.k == Reg::Nil) {  // a function's None: the interpreter's
         bail_if(b.getTrue());
         return v;
@@ -447,6 +482,13 @@ CV Gen::if_(const FNode& n) {
       bail_if(cond(n.kids[0]));
       return read(n.kids[2].reg);
     }
+  }
+  if (const int t = static_truth(n.kids[0]); t >= 0) {
+    // type(x) == "string" and the like, of a kind known here: the condition
+    // counted, the branch taken alone (the other may have no native code).
+    cond(n.kids[0]);
+    if (t) return eval_any(n.kids[1]);
+    return n.kids.size() > 2 ? eval_any(n.kids[2]) : CV{Reg::Nil};
   }
   const bool then_bails = n.kids[1].op == Op::Bail;
   const bool else_bails = n.kids.size() > 2 && n.kids[2].op == Op::Bail;

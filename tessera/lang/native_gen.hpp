@@ -9,8 +9,9 @@
 // native_gen_arrexpr.cpp (array expressions over 1-d views: reductions and
 // slice writes, one loop each), native_gen_containers.cpp (lists, lists of lists, strings, dicts and sets),
 // native_gen_loops.cpp (nested and range loops, their chunks and versions),
-// native_gen_bounds.cpp (the index intervals checked once before a range loop)
-// and native_gen_search.cpp (np.searchsorted's binary search).
+// native_gen_bounds.cpp (the index intervals checked once before a range loop),
+// native_gen_search.cpp (np.searchsorted's binary search) and
+// native_gen_strings.cpp (ASCII text as views: str(n), s[i], s[a:b:c], ==, in).
 // Private to those files and native.cpp.
 #pragma once
 
@@ -36,6 +37,7 @@
 #include "tessera/lang/native.hpp"
 #include "tessera/lang/native_helpers.hpp"
 #include "tessera/lang/native_lists.hpp"
+#include "tessera/lang/native_strings.hpp"
 
 // Jit's members, complete in native.cpp only (ORC's headers are slow to
 // compile; the generator reads only the CPU's name and features).
@@ -91,6 +93,11 @@ struct Refuse {
 // differ), as an i8 kind and an i64 payload; it can only become the loop's
 // value. Arr: the register holding the array.
 constexpr int kDyn = 100;
+// Str: ASCII text the code computes (native_gen_strings.cpp) as a view, no
+// object: v its first character's address (i8*), p its length (i64), step the
+// bytes from one character to the next (i64; null: 1). Only a string
+// operation or an assignment (which makes it an object) takes it.
+constexpr int kStr = 101;
 // s: for a number whose kind is NumPy's or Python's depending on the turn (a
 // variable that holds 0.0, then s + x[i]), an i1 "strong" and k the Python
 // kind; null when k says it all.
@@ -100,6 +107,7 @@ struct CV {
   llvm::Value* p = nullptr;  // Dyn's payload
   int arr = -1;
   llvm::Value* s = nullptr;
+  llvm::Value* step = nullptr;  // Str's
 };
 
 inline Reg::Kind py_kind(Reg::Kind k) {
@@ -419,6 +427,43 @@ struct Gen {
   bool char_operand(const FNode& k) const;
   llvm::Value* char_byte(const FNode& k);
   CV char_compare(const FNode& n);
+
+  // ---- strings (native_gen_strings.cpp; docs/runtime.md, "Strings in
+  // native code"): views of ASCII text, made by str() of an int, string
+  // constants, variables holding a string, items of a list of strings,
+  // s[i], s[a:b:c], s.strip(chars) and type(x); taken by comparisons, len(),
+  // `in`, str.find, truth and dict keys. A non-ASCII string bails (the
+  // interpreter's), a float's str() is refused.
+  // True when `n` is such a string expression (without emitting anything).
+  bool str_expr(const FNode& n) const;
+  // A register that holds a string (an object register whose value at the
+  // call's start is a string, or one the loop assigns strings only).
+  bool str_reg(int r) const;
+  std::vector<bool> str_regs;  // find_str_regs
+  // A list of strings the loop only reads (list_fixed, its first item a
+  // string): words[i] is a view of the item (native_list_str).
+  bool str_list(int r) const;
+  std::vector<bool> str_lists;
+  // Both tables, before any code (sets `lists` when the loop assigns strings:
+  // they become objects).
+  void find_str_regs();
+  CV str_value(const FNode& n);
+  // The text of `n` when it is known here: a constant, type(x) of a string or
+  // of a variable of a known kind; and the truth of `a == b` / `a != b` of two
+  // such (-1: not known), by which an `if` emits only the branch it takes
+  // (int(s)'s `type(v) == "string"`: the other branch has no native code).
+  bool static_text(const FNode& n, std::string& out) const;
+  int static_truth(const FNode& c) const;
+  // A string's view as an object index (an assignment: Python's str in the
+  // interpreter's objects).
+  llvm::Value* str_object(const CV& s);
+  // The character at position i of view s (no check).
+  llvm::Value* str_at(const CV& s, llvm::Value* i);
+  // ==, !=, <, <=, >, >= of two string expressions (Python's bool).
+  CV str_compare(const FNode& n);
+  // len(s), not s, `a in s` and s.find(a) of string expressions, into `out`;
+  // false when `n` is not one of them on strings.
+  bool str_call(const FNode& n, CV& out);
 
   CV read(int r);
   void write(int r, const CV& v);

@@ -69,6 +69,7 @@ void Gen::find_lists() {
       item_kind[r] = first.k;
   }
   find_dicts(asg);
+  find_str_regs();
   // Through `ys = xs` and `_it = iterate(xs)`, then from the variables
   // items are assigned to, until nothing changes.
   for (bool more = true; more;) {

@@ -85,6 +85,9 @@ CV Gen::list_item(const FNode& n) {
 CV Gen::append(const FNode& n) {
   CV v = eval(n.kids[0]);
   if (!scalar_cv(v)) throw Refuse{"an append of what is not a number"};
+  // A list the loop makes (a comprehension's): read as the kind appended
+  // first in the code (an item of another kind bails where it is read).
+  if (item_kind[n.reg] < 0 && !v.s) item_kind[n.reg] = v.k;
   CV x = read(n.reg);
   if (x.k != Reg::Obj) throw Refuse{"an append to what is not a list"};
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
@@ -378,6 +381,10 @@ bool Gen::char_operand(const FNode& k) const {
            k.const_arg->as_string().size() == 1 &&
            static_cast<unsigned char>(k.const_arg->as_string()[0]) < 0x80;
   if (k.op != Op::GetItem || k.kids.size() != 2 || !list_var(k.kids[0])) return false;
+  const FNode& i = k.kids[1];  // not a slice (native_gen_strings.cpp's)
+  if ((i.op == Op::Const && i.constant.k == Reg::Obj) ||
+      (i.op == Op::Call && i.spec && i.spec->name == "slice"))
+    return false;
   const Reg& s = regs[static_cast<size_t>(k.kids[0].reg)];
   return s.k == Reg::Obj && static_cast<size_t>(s.a) < objects.size() &&
          objects[static_cast<size_t>(s.a)].is_string();
@@ -455,8 +462,10 @@ llvm::Value* Gen::dict_key(const FNode* const* keys, size_t nkeys, CV* first) {
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
   llvm::Value* at = e.CreateAlloca(i64, e.getInt32(static_cast<uint32_t>(2 * nkeys)));
   for (size_t k = 0; k < nkeys; ++k) {
-    CV v = eval(*keys[k]);
-    if (!scalar_cv(v)) throw Refuse{"a dict key that is not a number or a tuple of numbers"};
+    // A string key (d[word]): its object, the interpreter's key (key_of).
+    CV v = nkeys == 1 && str_expr(*keys[k]) ? eval_any(*keys[k]) : eval(*keys[k]);
+    if (!scalar_cv(v) && v.k != Reg::Obj)
+      throw Refuse{"a dict key that is not a number, a string or a tuple of numbers"};
     put_reg(at, static_cast<int64_t>(k), v);
     if (k == 0 && first) *first = v;
   }

@@ -309,6 +309,8 @@ CV Gen::binary(const FNode& n) {
   if ((n.fast == Fast::eq || n.fast == Fast::ne) && char_operand(n.kids[0]) &&
       char_operand(n.kids[1]))
     return char_compare(n);
+  if (n.fast >= Fast::lt && n.fast <= Fast::ne && str_expr(n.kids[0]) && str_expr(n.kids[1]))
+    return str_compare(n);
   CV a = eval(n.kids[0]);
   CV c = eval(n.kids[1]);
   if (py_guards.count(&n)) {
@@ -381,6 +383,7 @@ CV Gen::wide_binary(const FNode& n, const CV& a, const CV& c) {
 }
 
 CV Gen::call(const FNode& n) {
+  if (CV out; str_call(n, out)) return out;
   if ((n.obj_op == ObjOp::contains || n.obj_op == ObjOp::get) && lists) return dict_call(n);
   static const std::map<std::string, UnaryOp, std::less<>> ops = {
       {"sqrt", UnaryOp::sqrt},   {"exp", UnaryOp::exp},
@@ -445,6 +448,17 @@ CV Gen::call(const FNode& n) {
   }
   if ((n.spec->name == "negative" || n.spec->name == "not_") && n.kids.size() == 1)
     return negate(n);
+  if (n.spec->name == "logical_not" && n.kids.size() == 1) {
+    // `!b` of the language (int()'s parse): of a Python number, a Python bool,
+    // as the interpreter's; NumPy's give NumPy's bool, on the interpreter.
+    CV v = eval(n.kids[0]);
+    if (v.k != Reg::PyBool && v.k != Reg::PyInt && v.k != Reg::PyFloat)
+      throw Refuse{"'logical_not' of a value that is not a Python number"};
+    if (v.s) throw Refuse{"'logical_not' of a number whose kind varies"};
+    llvm::Value* r = b.CreateNot(truth(v));
+    count(n.slot);
+    return CV{Reg::PyBool, r};
+  }
   if (n.spec->name == "item" && n.kids.size() == 1 && !arr_var(n.kids[0])) {
     // x.item() of a number: the same value as Python's (NumPy's int32 and
     // float32 widen to Python's int and float).

@@ -15,6 +15,7 @@
 #include "tessera/lang/native_calls.hpp"
 #include "tessera/lang/native_dicts.hpp"
 #include "tessera/lang/native_lists.hpp"
+#include "tessera/lang/native_strings.hpp"
 #include "tessera/primitives/random_stream.hpp"
 
 namespace tessera {
@@ -178,7 +179,13 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_seq_len),
                           reinterpret_cast<void*>(&native_list2_len),
                           reinterpret_cast<void*>(&native_dict_view),
-                          reinterpret_cast<void*>(&native_loop_call)};
+                          reinterpret_cast<void*>(&native_loop_call),
+                          reinterpret_cast<void*>(&native_str_view),
+                          reinterpret_cast<void*>(&native_str_object),
+                          reinterpret_cast<void*>(&native_str_compare),
+                          reinterpret_cast<void*>(&native_str_find),
+                          reinterpret_cast<void*>(&native_list_str),
+                          reinterpret_cast<void*>(&native_str_strip)};
 
 }  // namespace native_gen
 
