@@ -9,6 +9,7 @@ import copy
 import os
 import sys
 
+import numpy as np
 import pytest
 from jit_check import cases_script, loop_log_lines, run_on_every_path
 
@@ -142,6 +143,38 @@ def bools_and_ints(xs, n):
     return xs
 
 
+def append_bails_late(n):
+    # Appends in place to a list the function made (past several checkpoints), then
+    # a float item read as the int compiled for: the appends since the last
+    # checkpoint are cut back before the interpreter redoes those turns.
+    out = []
+    s = 0
+    for i in range(n):
+        out.append(i)
+        if i == n - 3:
+            out[0] = 0.5
+        s += out[0]
+    return s, len(out), out[-4:]
+
+
+def append_fails_late(n):
+    out = [7]
+    x = 0
+    for i in range(n):
+        out.append(i * 2)
+        x += 1 // (n - 3 - i)
+    return out, x
+
+
+def select_numpy_floats(x, threshold):
+    # np.float64 items appended: np.float64 when read back, and as an array after.
+    out = []
+    for i in range(len(x)):
+        if x[i] > threshold:
+            out.append(x[i] * 2.0)
+    return out, np.array(out)
+
+
 def appended_to_itself(n):
     xs = [1, 2, 3]
     xs.append(xs)
@@ -167,13 +200,18 @@ CASES = [(coin_sums, (200, [1, 2, 5, 10, 20, 50, 100, 200])),
          (fails_late, ([0] * 7, 3000)),
          (two_lists, ([1, 2, 3], [10, 20], 50)),
          (empty, ([], 5)),
-         (bools_and_ints, ([1, True, 3], 7))]
+         (bools_and_ints, ([1, True, 3], 7)),
+         (append_bails_late, (40_000,)),
+         (append_fails_late, (40_000,)),
+         (select_numpy_floats, (np.linspace(0.0, 1.0, 41), 0.5))]
 
 
 def _same(got, expected, path="result"):
     # Values and the kind of every item (int, float, bool, str, list), recursively.
     assert type(got) is type(expected), (path, got, expected)
-    if isinstance(expected, (list, tuple)):
+    if isinstance(expected, np.ndarray):
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), (path, got, expected)
+    elif isinstance(expected, (list, tuple)):
         assert len(got) == len(expected), (path, got, expected)
         for k, (g, e) in enumerate(zip(got, expected)):
             _same(g, e, f"{path}[{k}]")
@@ -245,5 +283,5 @@ def test_native_interpreter_and_general_print_the_same():
     assert native == out["interpreter"][0] == out["general"][0]
     assert "IndexError" in native and "ZeroDivisionError" in native
     for f in (coin_sums, prefix, from_the_end, floats, made_here, int_gets_a_float,
-              float_into_ints, fails_late, two_lists):
+              float_into_ints, fails_late, two_lists, append_bails_late, select_numpy_floats):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
