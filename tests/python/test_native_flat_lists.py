@@ -175,6 +175,21 @@ def select_numpy_floats(x, threshold):
     return out, np.array(out)
 
 
+def joined(n):
+    # `[x] + [0] * n` and `[0] * n + [x]` take x into the repeated list in place
+    # (a temporary); a list a variable holds is copied, and each stays its own.
+    zeros = [0] * n
+    a = [1] + zeros
+    b = [2] + [0] * n
+    c = [0] * n + [3.5]
+    d = [0] * n + zeros
+    a[1] = 5
+    b[1] = 6
+    c[0] = 7
+    d[-1] = 8
+    return zeros[:3], zeros[-1], a[:3], b[:3], c[:3], c[-2:], d[-2:], len(a), len(b), len(c), len(d)
+
+
 def appended_to_itself(n):
     xs = [1, 2, 3]
     xs.append(xs)
@@ -202,6 +217,8 @@ CASES = [(coin_sums, (200, [1, 2, 5, 10, 20, 50, 100, 200])),
          (empty, ([], 5)),
          (bools_and_ints, ([1, True, 3], 7)),
          (append_bails_late, (40_000,)),
+         (joined, (2000,)),
+         (joined, (3,)),
          (append_fails_late, (40_000,)),
          (select_numpy_floats, (np.linspace(0.0, 1.0, 41), 0.5))]
 
