@@ -503,6 +503,10 @@ struct Gen {
   // object, a sweep): `dict_epoch` counts them, and a register's view is good
   // while the count is the one it was taken at.
   llvm::Value* dict_epoch = nullptr;
+  // The same for lists: bumped by every helper call but a list's read
+  // (fptr); a list read site's items address is good while it is unchanged.
+  llvm::Value* list_epoch = nullptr;
+  llvm::Value* list_epoch_of();
   llvm::Value* dict_epoch_of();
   struct DictView {
     llvm::Value *ok, *obj, *epoch, *buf;  // i1, i64, i64, five i64 (native_dict_view's, and

@@ -100,6 +100,37 @@ CV Gen::list_item(const FNode& n) {
     b.CreateStore(b.getTrue(), memo_ok);
     b.CreateBr(join);
     b.SetInsertPoint(join);
+  } else if (const int want = k == Reg::PyInt     ? static_cast<int>(ValueKind::integer)
+                             : k == Reg::PyFloat ? static_cast<int>(ValueKind::floating)
+                                                 : -1;
+             want >= 0 && layout().valid) {
+    // `for x in p` over a list another statement appends to (`_it[k]`), any
+    // list register: the items' address kept per site while no helper but a
+    // list's read has run (list_epoch), an int or float item read in place.
+    RowSite site = row_site(r);
+    llvm::Value* gen = b.CreateLoad(i64, list_epoch_of());
+    llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx, "items_fill", fn);
+    llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "items_have", fn);
+    b.CreateCondBr(site_hit(site, x.v, gen), have, fill);
+    b.SetInsertPoint(fill);
+    fill_flat_site(site, x.v, gen);
+    b.CreateBr(have);
+    b.SetInsertPoint(have);
+    llvm::Value* item = site_item(site, i.v, want);
+    llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "items_read", fn);
+    llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "items_slow", fn);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "items_join", fn);
+    b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
+    b.SetInsertPoint(fast);
+    b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(
+                                        b.CreateConstInBoundsGEP1_64(i8, item, layout().payload_at),
+                                        i64->getPointerTo())),
+                  out);
+    b.CreateBr(join);
+    b.SetInsertPoint(slow);
+    get();
+    b.CreateBr(join);
+    b.SetInsertPoint(join);
   } else {
     get();
   }
@@ -574,6 +605,15 @@ llvm::Value* Gen::dict_key(const FNode* const* keys, size_t nkeys, CV* first) {
     if (k == 0 && first) *first = v;
   }
   return b.CreateBitCast(at, i8p);
+}
+
+llvm::Value* Gen::list_epoch_of() {
+  if (!list_epoch) {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    list_epoch = e.CreateAlloca(i64);
+    e.CreateStore(e.getInt64(0), list_epoch);
+  }
+  return list_epoch;
 }
 
 llvm::Value* Gen::dict_epoch_of() {

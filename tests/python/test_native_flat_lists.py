@@ -16,7 +16,7 @@ from jit_check import cases_script, loop_log_lines, run_on_every_path
 import tessera
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
-from published_kernels import coin_sums  # noqa: E402 - bench/
+from published_kernels import coin_sums, primes_list  # noqa: E402 - bench/
 
 
 def prefix(xs):
@@ -190,6 +190,37 @@ def joined(n):
     return zeros[:3], zeros[-1], a[:3], b[:3], c[:3], c[-2:], d[-2:], len(a), len(b), len(c), len(d)
 
 
+def grow_while_reading(n):
+    # `for x in p` (items read in place) in a loop that appends to p: the items'
+    # address looked up again after each append.
+    p = [1]
+    s = 0
+    while len(p) < n:
+        for x in p:
+            s += x
+            if s % 7 == 0:
+                break
+        p.append(len(p) * 2 + s % 5)
+    return s, p
+
+
+def read_while_another_grows(xs, n):
+    out = []
+    for k in range(n):
+        for x in xs:
+            out.append(x * k)
+    return out
+
+
+def mixed_items_read(xs):
+    # An int among floats: read in place as the floats compiled for until it, then
+    # the interpreter's (Python's int + float).
+    s = 0.0
+    for x in xs:
+        s += x
+    return s
+
+
 def appended_to_itself(n):
     xs = [1, 2, 3]
     xs.append(xs)
@@ -218,6 +249,10 @@ CASES = [(coin_sums, (200, [1, 2, 5, 10, 20, 50, 100, 200])),
          (bools_and_ints, ([1, True, 3], 7)),
          (append_bails_late, (40_000,)),
          (joined, (2000,)),
+         (primes_list, (300,)),
+         (grow_while_reading, (400,)),
+         (read_while_another_grows, ([1.5, -2.0, 4.25], 30)),
+         (mixed_items_read, ([1.5, 2.5, 3, 4.5],)),
          (joined, (3,)),
          (append_fails_late, (40_000,)),
          (select_numpy_floats, (np.linspace(0.0, 1.0, 41), 0.5))]
@@ -300,5 +335,6 @@ def test_native_interpreter_and_general_print_the_same():
     assert native == out["interpreter"][0] == out["general"][0]
     assert "IndexError" in native and "ZeroDivisionError" in native
     for f in (coin_sums, prefix, from_the_end, floats, made_here, int_gets_a_float,
-              float_into_ints, fails_late, two_lists, append_bails_late, select_numpy_floats):
+              float_into_ints, fails_late, two_lists, append_bails_late, select_numpy_floats,
+              primes_list, grow_while_reading, read_while_another_grows):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
