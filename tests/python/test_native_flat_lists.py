@@ -166,6 +166,17 @@ def append_fails_late(n):
     return out, x
 
 
+def append_to_argument(xs, n):
+    # The caller's list appended to in place, past checkpoints; an error late
+    # leaves it as it was (test_a_late_error_leaves_the_callers_list).
+    for i in range(n):
+        xs.append(i % 5)
+        xs[i % 3] += 1
+        if i == n - 3:
+            xs[1] = xs[1] + 1 // (n - 3 - i + (len(xs) < 0))
+    return len(xs)
+
+
 def select_numpy_floats(x, threshold):
     # np.float64 items appended: np.float64 when read back, and as an array after.
     out = []
@@ -255,6 +266,7 @@ CASES = [(coin_sums, (200, [1, 2, 5, 10, 20, 50, 100, 200])),
          (mixed_items_read, ([1.5, 2.5, 3, 4.5],)),
          (joined, (3,)),
          (append_fails_late, (40_000,)),
+         (append_to_argument, ([1, 2, 3], 40_000)),
          (select_numpy_floats, (np.linspace(0.0, 1.0, 41), 0.5))]
 
 
@@ -324,6 +336,10 @@ def test_a_late_error_leaves_the_callers_list():
     with pytest.raises(ZeroDivisionError):
         tessera.jit(fails_late)(xs, 20_000)
     assert xs == list(range(7))
+    ys = [1, 2, 3]
+    with pytest.raises(ZeroDivisionError):
+        tessera.jit(append_to_argument)(ys, 40_000)
+    assert ys == [1, 2, 3]
 
 
 _SCRIPT = cases_script("test_native_flat_lists")
