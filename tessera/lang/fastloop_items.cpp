@@ -2,7 +2,6 @@
 // (fastloop_impl.hpp): x[i...] reads and writes of arrays, lists and dicts
 // (nested ones in place), the lists and dicts a run makes its own for its
 // roll-back, new lists and dicts, append, astype, and calls of primitives.
-#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -510,17 +509,6 @@ bool FastLoop::Impl::list_push(State& st, int32_t obj, Value v) {
     st.object_logged[o] = st.epoch;
     st.logged_objects.push_back(obj);
     st.list_undo.push_back({obj, static_cast<int64_t>(list.as_list().size()), Value()});
-  }
-  if (!list.unique_list() && list.list_ptr().use_count() == 2 &&
-      std::find(st.frame_lists.begin(), st.frame_lists.end(), list.list_ptr().get()) !=
-          st.frame_lists.end()) {
-    // Held by the loop's variable's own frame slot alone, which nothing reads
-    // until the loop writes the variable back: appended to in place, the
-    // length logged above cut back by a roll-back (before, the whole list
-    // was copied at each checkpoint: select_to_list's 100,000 items a dozen
-    // times a call).
-    const_cast<List&>(list.as_list()).push_back(std::move(v));
-    return true;
   }
   if (!list.unique_list()) {
     // Held elsewhere too (the frame's variable): a copy of its own, the one

@@ -3,7 +3,6 @@
 // table, Python's objects placed in its objects), objects released, and the
 // state rolled back to a checkpoint, swept of what no register holds, and
 // written back to the loop's frames.
-#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -239,10 +238,6 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
     } else if (list.is_list() && list.as_list().size() > keep) {
       if (List* items = list.unique_list())
         items->resize(keep);
-      else if (list.list_ptr().use_count() == 2 &&
-               std::find(st.frame_lists.begin(), st.frame_lists.end(),
-                         list.list_ptr().get()) != st.frame_lists.end())
-        const_cast<List&>(list.as_list()).resize(keep);  // appended in place (list_push)
       else
         list = Value(List(list.as_list().begin(), list.as_list().begin() + it->index));
     }
