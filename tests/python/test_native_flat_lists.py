@@ -144,9 +144,9 @@ def bools_and_ints(xs, n):
 
 
 def append_bails_late(n):
-    # Appends in place to a list the function made (past several checkpoints), then
-    # a float item read as the int compiled for: the appends since the last
-    # checkpoint are cut back before the interpreter redoes those turns.
+    # Appends to a list the function made (past several checkpoints), then a float
+    # item read as the int compiled for: the appends since the last checkpoint are
+    # cut back before the interpreter redoes those turns.
     out = []
     s = 0
     for i in range(n):
@@ -167,7 +167,7 @@ def append_fails_late(n):
 
 
 def append_to_argument(xs, n):
-    # The caller's list appended to in place, past checkpoints; an error late
+    # The caller's list appended to and written, past checkpoints; an error late
     # leaves it as it was (test_a_late_error_leaves_the_callers_list).
     for i in range(n):
         xs.append(i % 5)
