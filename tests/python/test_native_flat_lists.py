@@ -80,6 +80,21 @@ def int_gets_a_float(xs, n):
     return xs
 
 
+def made_then_bails(n):
+    # A list the function made, written in place (its old bytes logged, then its
+    # numbers as one range), then a float read as the int compiled for, late: the
+    # call's writes are taken back before the interpreter redoes its turns.
+    xs = [0] * 5
+    total = 0
+    for i in range(n):
+        k = 0 if i < 10 else i % 5  # item 0 alone first: the range holds the others
+        xs[k] = xs[k] + i
+        if i == n - 3:
+            xs[2] = xs[2] + 0.5
+        total += xs[2]
+    return xs, total
+
+
 def int_gets_a_str(xs, n):
     s = 0
     for i in range(n):
@@ -251,6 +266,8 @@ CASES = [(coin_sums, (200, [1, 2, 5, 10, 20, 50, 100, 200])),
          (write_past_the_end, ([0] * 5, 6)),
          (negative_past_the_start, ([0] * 5, 6)),
          (int_gets_a_float, ([1, 2, 3, 4], 3000)),
+         (made_then_bails, (3000,)),
+         (made_then_bails, (40_000,)),
          (int_gets_a_str, ([1, 2, 3, 4], 300)),
          (int_gets_a_list, ([1, 2, 3, 4], 300)),
          (float_into_ints, ([1, 2, 3], 300)),
@@ -352,5 +369,5 @@ def test_native_interpreter_and_general_print_the_same():
     assert "IndexError" in native and "ZeroDivisionError" in native
     for f in (coin_sums, prefix, from_the_end, floats, made_here, int_gets_a_float,
               float_into_ints, fails_late, two_lists, append_bails_late, select_numpy_floats,
-              primes_list, grow_while_reading, read_while_another_grows):
+              primes_list, grow_while_reading, read_while_another_grows, made_then_bails):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
