@@ -42,6 +42,14 @@ llvm::Value* Gen::fptr(void* f, llvm::FunctionType* t) {
     llvm::Value* g = dict_epoch_of();
     b.CreateStore(b.CreateAdd(b.CreateLoad(i64, g), b.getInt64(1)), g);
   }
+  // Any call but a list's read may move a list's items (an append, a copy
+  // made before a write, a new object, a sweep): the items' addresses kept
+  // by the read sites (list_item) are looked up again.
+  if (f != reinterpret_cast<void*>(&native_list_get) &&
+      f != reinterpret_cast<void*>(&native_list2_get)) {
+    llvm::Value* g = list_epoch_of();
+    b.CreateStore(b.CreateAdd(b.CreateLoad(i64, g), b.getInt64(1)), g);
+  }
   llvm::Value*& p = helper_at[i];
   if (!p) {
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());

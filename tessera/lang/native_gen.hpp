@@ -216,6 +216,9 @@ struct Gen {
   // row addresses kept by the sites are good while it is unchanged).
   std::vector<bool> table_plain;
   std::map<int, llvm::Value*> row_gen;
+  // Per such register, an i64 alloca: the items' address of the row whose
+  // numbers the call logged whole (write_in_place), 0 none yet.
+  std::map<int, llvm::Value*> row_ranged;
   // `for x in xs`'s `_it = iterate(xs)` where `_it` is read only by that
   // loop (and its len() before it) and the loop does not assign xs: `_it`
   // holds xs's own list (no new object), and is left out of `held`, so that
@@ -399,6 +402,7 @@ struct Gen {
   // register r's rows may be read or written in place; -1 otherwise.
   int in_place_kind(int r, int k) const;
   llvm::Value* row_gen_of(int r);
+  llvm::Value* ranged_of(int r);
   // After a write through a helper into register r's list: the rows kept
   // by the sites are looked up again.
   void bump_rows(int r);
@@ -410,6 +414,14 @@ struct Gen {
   RowSite row_site(int r);
   llvm::Value* site_hit(const RowSite& s, llvm::Value* i, llvm::Value* gen);
   void fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Value* gen);
+  // The same for a flat list (xs[i]): the site keyed by the list's object.
+  void fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen);
+  // Item j of the site's row written with `value` (of ValueKind `want`) in
+  // place when the site holds it, through `call_set(kNativeInPlaceAsk)`
+  // otherwise (then `fill(gen)` looks the row up again).
+  void write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, int r, int want,
+                      const CV& value, const std::function<llvm::Value*(int64_t)>& call_set,
+                      const std::function<void(llvm::Value*)>& fill);
   // Item j of the site's row (negative from the end) when the site holds a
   // row, j is in range and the item is of ValueKind `want`: its address;
   // null otherwise (the helpers then do what Python does).
@@ -540,6 +552,10 @@ struct Gen {
   // object, a sweep): `dict_epoch` counts them, and a register's view is good
   // while the count is the one it was taken at.
   llvm::Value* dict_epoch = nullptr;
+  // The same for lists: bumped by every helper call but a list's read
+  // (fptr); a list read site's items address is good while it is unchanged.
+  llvm::Value* list_epoch = nullptr;
+  llvm::Value* list_epoch_of();
   llvm::Value* dict_epoch_of();
   struct DictView {
     llvm::Value *ok, *obj, *epoch, *buf;  // i1, i64, i64, five i64 (native_dict_view's, and

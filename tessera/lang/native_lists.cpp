@@ -70,6 +70,24 @@ bool nlists_in_place(const FastLoop::Impl::State& st, int64_t obj, int64_t i, in
   return (item.k == Reg::PyInt && old.is_int()) || (item.k == Reg::PyFloat && old.is_float());
 }
 
+// Whether xs[i] = item may be done in place (native_list_set's ask): the
+// list held by its register and perhaps its variable's frame slot alone,
+// item i of the kind written.
+bool nlists_flat_in_place(const FastLoop::Impl::State& st, int64_t obj, int64_t i,
+                          const Reg& item) {
+  const Value& xs = st.objects[static_cast<size_t>(obj)];
+  if (!xs.is_list() || xs.is_tuple()) return false;
+  const auto& p = xs.list_ptr();
+  const long others = p.use_count() - 1;
+  if (others > 1 || (others == 1 && std::find(st.frame_lists.begin(), st.frame_lists.end(),
+                                              p.get()) == st.frame_lists.end()))
+    return false;
+  const List& items = *p;
+  if (!nlists_index(i, static_cast<int64_t>(items.size()))) return false;
+  const Value& old = items[static_cast<size_t>(i)];
+  return (item.k == Reg::PyInt && old.is_int()) || (item.k == Reg::PyFloat && old.is_float());
+}
+
 // The bytes of `v` placed in storage filled with `fill` first (what padding
 // holds is then known).
 std::vector<unsigned char> nlists_bytes(const Value& v, unsigned char fill) {
@@ -146,6 +164,14 @@ extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_
                                     int64_t* out) {
   if (c->state == nullptr) return 1;
   const FastLoop::Impl::State& st = *c->state;
+  if (kind == kNativeFlatMode) {
+    if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
+    const Value& xs = st.objects[static_cast<size_t>(obj)];
+    if (!xs.is_list() || xs.is_tuple()) return 1;
+    out[0] = static_cast<int64_t>(reinterpret_cast<intptr_t>(xs.as_list().data()));
+    out[1] = static_cast<int64_t>(xs.as_list().size());
+    return 0;
+  }
   const List* row = nlists_row(st, obj, i);
   if (row == nullptr) return 1;
   const List& items = *row;
@@ -225,9 +251,12 @@ extern "C" int32_t native_list_set(NativeCtx* c, const int32_t* held, int64_t nh
                                    int64_t obj, int64_t i, const Reg* item) {
   if (c->state == nullptr) return 1;
   FastLoop::Impl::State& st = *c->state;
+  const bool ask = (r & kNativeInPlaceAsk) != 0;
+  r &= ~kNativeInPlaceAsk;
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size() ||
       nlists_aliased(held, nheld, r, obj))
     return 1;
+  if (ask && nlists_flat_in_place(st, obj, i, *item)) return 2;
   const Value& held_xs = st.objects[static_cast<size_t>(obj)];
   if (c->owned_obj == obj && c->owned_row == nullptr && held_xs.is_list() &&
       held_xs.list_ptr().get() == c->owned_list && held_xs.list_ptr().use_count() == 1) {

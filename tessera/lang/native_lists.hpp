@@ -22,6 +22,9 @@ extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_
 // (their number), read by the generated code in place (NativeValueLayout);
 // valid until a write through the helpers changes the list of lists.
 constexpr int64_t kNativeRowMode = -7;
+// With `kind` kNativeFlatMode (i and j unused), the same for the flat list
+// at `obj` itself: its items' address and number, read in place by `xs[i]`.
+constexpr int64_t kNativeFlatMode = -8;
 
 // Where a Value keeps what the generated code reads and writes in place: its
 // size, the byte of its kind (ValueKind) and the offset of an int's or a
@@ -52,7 +55,11 @@ constexpr int64_t kNativeInPlaceAsk = int64_t{1} << 40;
 extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
                                     int64_t obj, int64_t i, int64_t j, const Reg* item);
 // xs[i] = item on the flat list at `obj`, held by register `r`: the
-// interpreter's object_setitem (the same log). 0 done; 1 left to it.
+// interpreter's object_setitem (the same log). 0 done; 1 left to it. With
+// kNativeInPlaceAsk set in `r`, as native_list2_set's: 2 (nothing written)
+// when the list is seen by nothing but its register and its frame slot and
+// item i is of the kind written, so the code writes it in place, its old
+// bytes in the call's log.
 extern "C" int32_t native_list_set(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
                                    int64_t obj, int64_t i, const Reg* item);
 // s[i] (negative from the end) of the ASCII string at object index `obj`:

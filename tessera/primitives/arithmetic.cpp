@@ -62,6 +62,25 @@ PrimitiveSpec operator_spec(const char* name, BinaryOp op, const char* symbol, s
 // add, multiply, maximum and minimum: Python's concatenation, repetition and
 // max/min when no operand is an array (list + list, [0] * 3, "ab" * 2,
 // max("a", "b")), NumPy's arithmetic otherwise.
+// `[1] + [0] * n`, `[0] * n + [x]`: a list operand that only this call holds
+// (a temporary: no variable, list or constant sees it) with room for the
+// other's items takes them in place, into `out`, instead of both being
+// copied into a new list (a repeated list of 1,024 items or more is made
+// with room for a few: sequence_multiply). False when neither can.
+bool join_into_temporary(Args& a, Value& out) {
+  if (!a[0].is_list() || !a[1].is_list() || a[0].is_tuple() || a[1].is_tuple()) return false;
+  for (size_t k : {size_t{1}, size_t{0}}) {
+    List* items = a.at(k).unique_list();
+    if (items == nullptr) continue;
+    const List& other = a[1 - k].as_list();
+    if (&other == items || items->capacity() - items->size() < other.size()) continue;
+    items->insert(k == 1 ? items->begin() : items->end(), other.begin(), other.end());
+    out = a.take(k);
+    return true;
+  }
+  return false;
+}
+
 PrimitiveSpec sequence_aware_spec(const char* name, BinaryOp op, std::string help) {
   PrimitiveSpec spec = binary_spec(name, op, std::move(help));
   spec.eval = [op](Args& a) -> Value {
@@ -82,6 +101,7 @@ PrimitiveSpec sequence_aware_spec(const char* name, BinaryOp op, std::string hel
     if (python_operands(a[0], a[1])) {
       switch (op) {
         case BinaryOp::add:
+          if (Value joined; join_into_temporary(a, joined)) return joined;
           return sequence_add(a[0], a[1], a.op());
         case BinaryOp::multiply:
           return sequence_multiply(a[0], a[1], a.op());

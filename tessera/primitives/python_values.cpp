@@ -218,7 +218,11 @@ Value sequence_multiply(const Value& a, const Value& b, const char* op) {
     return Value(std::move(out));
   }
   List out;
-  out.reserve(size * n);
+  // A long list gets room for a few more items: `[1] + [0] * n` then puts
+  // its 1 in front in place (arithmetic.cpp, join_into_temporary) instead
+  // of copying n items into a fresh block (page faults and all).
+  const size_t total = size * static_cast<size_t>(n);
+  out.reserve(total + (total >= 1024 ? 16 : 0));
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
   return same_kind(seq, std::move(out));
 }
