@@ -8,10 +8,14 @@
 tessera="$1"; n="$2"; program="$3"; expect="$4"; pattern="$5"; max_seconds="$6"
 shift 6
 out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
+# Each run's own TMPDIR: Open MPI keeps its session folders in /tmp/ompi.<host>.<uid>, and
+# ctest's parallel runs raced on it (one mpirun removing the folder as another made its
+# own in it: "mpirun: A call to mkdir was unable to create the desired directory").
+run_tmp="$(mktemp -d)"
+trap 'rm -f "$out"; rm -rf "$run_tmp"' EXIT
 start=$(date +%s)
 # shellcheck disable=SC2086 # CHECK_RUN_OPTIONS is split into options on purpose
-"$tessera" run -n "$n" ${CHECK_RUN_OPTIONS:-} "$program" "$@" >"$out" 2>&1
+TMPDIR="$run_tmp" "$tessera" run -n "$n" ${CHECK_RUN_OPTIONS:-} "$program" "$@" >"$out" 2>&1
 status=$?
 elapsed=$(( $(date +%s) - start ))
 cat "$out"
