@@ -55,23 +55,23 @@ CV Gen::list_item(const FNode& n) {
         {cptr, x.v, i.v, b.getInt64(k), b.CreateBitCast(out, i8p)});
     bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
   };
-  if (const int want = in_place_kind(r, k); want >= 0) {
-    // The list's items' address kept per site (native_list2_get's
-    // kNativeFlatMode) while no write through a helper may have moved them;
-    // an item of the kind compiled for read in place.
+  // An int or float item of the list read in place through the site's kept
+  // items' address while `gen_at` (a generation counter) is unchanged; the
+  // helper otherwise.
+  const auto read_in_place = [&](llvm::Value* gen_at, int want) {
     RowSite site = row_site(r);
-    llvm::Value* gen = b.CreateLoad(i64, row_gen_of(r));
-    llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx, "flat_fill", fn);
-    llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "flat_have", fn);
+    llvm::Value* gen = b.CreateLoad(i64, gen_at);
+    llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx, "items_fill", fn);
+    llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "items_have", fn);
     b.CreateCondBr(site_hit(site, x.v, gen), have, fill);
     b.SetInsertPoint(fill);
     fill_flat_site(site, x.v, gen);
     b.CreateBr(have);
     b.SetInsertPoint(have);
     llvm::Value* item = site_item(site, i.v, want);
-    llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "flat_read", fn);
-    llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "flat_slow", fn);
-    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "flat_join", fn);
+    llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "items_read", fn);
+    llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "items_slow", fn);
+    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "items_join", fn);
     b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
     b.SetInsertPoint(fast);
     b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(
@@ -83,6 +83,12 @@ CV Gen::list_item(const FNode& n) {
     get();
     b.CreateBr(join);
     b.SetInsertPoint(join);
+  };
+  if (const int want = in_place_kind(r, k); want >= 0) {
+    // The list's items' address kept per site (native_list2_get's
+    // kNativeFlatMode) while no write through a helper may have moved them;
+    // an item of the kind compiled for read in place.
+    read_in_place(row_gen_of(r), want);
   } else if (r < static_cast<int>(list_fixed.size()) && list_fixed[r]) {
     // weights[i - 1] in an inner loop: the helper once per index (the
     // list and its items are the call's start's), its item kept in `out`.
@@ -107,30 +113,7 @@ CV Gen::list_item(const FNode& n) {
     // `for x in p` over a list another statement appends to (`_it[k]`), any
     // list register: the items' address kept per site while no helper but a
     // list's read has run (list_epoch), an int or float item read in place.
-    RowSite site = row_site(r);
-    llvm::Value* gen = b.CreateLoad(i64, list_epoch_of());
-    llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx, "items_fill", fn);
-    llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "items_have", fn);
-    b.CreateCondBr(site_hit(site, x.v, gen), have, fill);
-    b.SetInsertPoint(fill);
-    fill_flat_site(site, x.v, gen);
-    b.CreateBr(have);
-    b.SetInsertPoint(have);
-    llvm::Value* item = site_item(site, i.v, want);
-    llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "items_read", fn);
-    llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "items_slow", fn);
-    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "items_join", fn);
-    b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
-    b.SetInsertPoint(fast);
-    b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(
-                                        b.CreateConstInBoundsGEP1_64(i8, item, layout().payload_at),
-                                        i64->getPointerTo())),
-                  out);
-    b.CreateBr(join);
-    b.SetInsertPoint(slow);
-    get();
-    b.CreateBr(join);
-    b.SetInsertPoint(join);
+    read_in_place(list_epoch_of(), want);
   } else {
     get();
   }
