@@ -17,6 +17,7 @@ import zlib
 import numpy as np
 import pytest
 
+import tessera
 import tessera.nn as nn
 from tessera.nn import _tfevents as T
 
@@ -24,6 +25,7 @@ os.environ["KERAS_BACKEND"] = "jax"  # (as conftest's keras fixture: the oracle,
 import keras  # noqa: E402
 from tensorboard.backend.event_processing.event_accumulator import (  # noqa: E402
     EventAccumulator)
+from tensorboard.plugins.graph import keras_util  # noqa: E402
 from tensorboard.plugins.histogram.summary_v2 import histogram_pb  # noqa: E402
 from tensorboard.util import tensor_util  # noqa: E402
 
@@ -286,7 +288,6 @@ def test_batch_steps_restart_each_fit_and_steps_per_second(tmp_path):
 # ----------------------------------------------------------------- graph
 
 def test_graph_is_the_models_json_as_keras_writes_it(tmp_path):
-    from tensorboard.plugins.graph import keras_util  # noqa: PLC0415
 
     m = _conv_model(nn)
     m.compile("adam", "mse")
@@ -388,7 +389,6 @@ def test_embeddings_metadata_naming_no_embedding_layer(tmp_path):
 
 @pytest.mark.parametrize("profile_batch, steps", [((2, 3), 2), ("4", 1), ("3,5", 3)])
 def test_profile_batch_records_those_batches(tmp_path, profile_batch, steps):
-    import tessera  # noqa: PLC0415
 
     m = _conv_model(nn)
     m.compile("adam", "mse")
@@ -402,7 +402,6 @@ def test_profile_batch_records_those_batches(tmp_path, profile_batch, steps):
 
 
 def test_profile_batch_inside_a_running_trace_warns(tmp_path):
-    import tessera  # noqa: PLC0415
 
     m = _conv_model(nn)
     m.compile("adam", "mse")
