@@ -426,6 +426,9 @@ struct Gen {
   // row, j is in range and the item is of ValueKind `want`: its address;
   // null otherwise (the helpers then do what Python does).
   llvm::Value* site_item(const RowSite& s, llvm::Value* j, int want);
+  // The item at `item` (site_item's address) stored into `out` when it is
+  // not null, `get` (the helper) otherwise; the two joined after.
+  void item_or_helper(llvm::Value* item, llvm::Value* out, const std::function<void()>& get);
   // t[i][j] of a list of lists (native_list2_get), read as table_kind says.
   CV list2_item(const FNode& n);
   // len(t[i]) of a list's item (native_list2_len).

@@ -38,6 +38,23 @@ CV Gen::new_list(const FNode& n) {
   return CV{Reg::Obj, obj};
 }
 
+void Gen::item_or_helper(llvm::Value* item, llvm::Value* out, const std::function<void()>& get) {
+  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "item_read", fn);
+  llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "item_slow", fn);
+  llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "item_join", fn);
+  b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
+  b.SetInsertPoint(fast);
+  b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(
+                                      b.CreateConstInBoundsGEP1_64(i8, item, layout().payload_at),
+                                      i64->getPointerTo())),
+                out);
+  b.CreateBr(join);
+  b.SetInsertPoint(slow);
+  get();
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
+}
+
 CV Gen::list_item(const FNode& n) {
   const int r = n.kids[0].reg;
   const int k = item_kind[r];
@@ -69,20 +86,7 @@ CV Gen::list_item(const FNode& n) {
     b.CreateBr(have);
     b.SetInsertPoint(have);
     llvm::Value* item = site_item(site, i.v, want);
-    llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "items_read", fn);
-    llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "items_slow", fn);
-    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "items_join", fn);
-    b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
-    b.SetInsertPoint(fast);
-    b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(
-                                        b.CreateConstInBoundsGEP1_64(i8, item, layout().payload_at),
-                                        i64->getPointerTo())),
-                  out);
-    b.CreateBr(join);
-    b.SetInsertPoint(slow);
-    get();
-    b.CreateBr(join);
-    b.SetInsertPoint(join);
+    item_or_helper(item, out, get);
   };
   if (const int want = in_place_kind(r, k); want >= 0) {
     // The list's items' address kept per site (native_list2_get's
@@ -401,20 +405,7 @@ CV Gen::list2_item(const FNode& n) {
     b.CreateBr(have);
     b.SetInsertPoint(have);
     llvm::Value* item = site_item(site, j, want);
-    llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "row_read", fn);
-    llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "row_slow", fn);
-    llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "row_join", fn);
-    b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
-    b.SetInsertPoint(fast);
-    b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(
-                                        b.CreateConstInBoundsGEP1_64(i8, item, layout().payload_at),
-                                        i64->getPointerTo())),
-                  out);
-    b.CreateBr(join);
-    b.SetInsertPoint(slow);
-    get();
-    b.CreateBr(join);
-    b.SetInsertPoint(join);
+    item_or_helper(item, out, get);
   } else {
     get();
   }
