@@ -3,7 +3,7 @@
 # a small char-GPT split over the tensor group (embedding and logits by
 # vocabulary, attention by heads, the MLP by columns then rows; LayerNorms
 # and the row-parallel biases replicated):
-# - normal mode, 100 steps: the loss within 1e-5 relative of the same model of
+# - normal mode, 100 steps: the loss within RTOL (1e-4) relative of the same model of
 #   plain layers on one process, for Adam and SGD with clipnorm (clipping
 #   active: the plain model's losses differ with and without it), Lamb with
 #   weight decay and Lamb with clipnorm; a norm taken over this member's
@@ -12,12 +12,12 @@
 #   bitwise the same between two runs, and (N = 4) between the data sizes 1
 #   and 2 (mesh data=2,tensor=2) and under pipeline stages (tensor=2,
 #   pipeline=2, both schedules) with the same chunks; normal mode under the
-#   pipeline within 1e-5 relative of one process too;
+#   pipeline within RTOL (1e-4) relative of one process too;
 # - kernel and bias regularizers (L1, L2, L1L2) on the split Dense pair:
-#   100 steps within 1e-5 relative of the plain pair on one process; the
+#   100 steps within RTOL (1e-4) relative of the plain pair on one process; the
 #   plain pair data-parallel over every rank too;
 # - under ZeRO 1, 2, 3 (N = 4; Lamb under 2 and 3): bitwise the same t
-#   without ZeRO in deterministic mode, within 1e-5 of one process in normal
+#   without ZeRO in deterministic mode, within RTOL of one process in normal
 #   mode;
 # usage: tp_norms.py [PARTS] (of normal,regs,det,zero; all when not given).
 # Prints "ok" on every rank.
@@ -30,6 +30,13 @@ import tessera.distributed as dist
 from tessera import nn, optim
 
 R, N = dist.rank(), dist.size()
+# Normal mode's bound on the relative difference of the losses from one
+# process's: float32, 100 Adam steps, and the split model sums in another
+# order (the group's reductions, the vocabulary-parallel softmax), so
+# rounding differences grow over the steps with the CPU's kernels (3.2e-5 seen
+# on an AMD EPYC with Adam and clipnorm). A norm over one member's slices only
+# would clip by a scale ~30% off and differ by orders of magnitude more.
+RTOL = 1e-4
 assert N in (2, 4), N
 PARTS = set(sys.argv[1].split(",")) if sys.argv[1:] else {"normal", "regs", "det", "zero"}
 
@@ -96,7 +103,7 @@ mesh = dist.Mesh(tensor=2) if N == 2 else dist.Mesh(data=2, tensor=2)
 tp = mesh.group("tensor")
 data_parallel = N == 4  # the data axis of data=2,tensor=2; else each group alone
 
-# Normal mode: within 1e-5 relative of the plain model on one process (on 4
+# Normal mode: within RTOL (1e-4) relative of the plain model on one process (on 4
 # ranks, data=2 x tensor=2, two of the optimizers: the others are as on 2).
 for name, opt in OPTS.items():
     if "normal" not in PARTS or N == 4 and name in ("sgd+clipnorm", "lamb+clipnorm",
@@ -110,14 +117,14 @@ for name, opt in OPTS.items():
         assert not np.allclose(free, ref[:5], rtol=1e-5), f"{name}: clipping clipped nothing"
     par = gpt(tp, opt).fit(X, Y, data_parallel=data_parallel, **FIT).history["loss"]
     worst = max(abs(a - b) / abs(b) for a, b in zip(par, ref))
-    assert worst <= 1e-5, f"{name}: the split model's loss differs by {worst:.1e} on rank {R}"
+    assert worst <= RTOL, f"{name}: the split model's loss differs by {worst:.1e} on rank {R}"
     if R == 0:
         print(f"{name}: largest relative difference {worst:.1e} over {len(ref)} epochs")
 
 # Kernel and bias regularizers (L1, L2, L1L2) on ColumnParallelDense ->
 # RowParallelDense: a split weight's penalty is the sum of its slices' over the
 # group (the row layer's bias is whole on every member and counted once); 100
-# steps of Adam within 1e-5 relative of the plain pair on one process, whose
+# steps of Adam within RTOL (1e-4) relative of the plain pair on one process, whose
 # loss the penalties change.
 def mlp(split, regs=True):
     r = dict(kernel_regularizer=nn.regularizers.L2(0.01), bias_regularizer=nn.regularizers.L1(
@@ -140,7 +147,7 @@ def check_regularizers():
     assert not np.allclose(ref, bare, rtol=1e-3), "the penalties changed nothing"
     par = mlp(True).fit(xm, ym, data_parallel=data_parallel, **FIT).history["loss"]
     worst = max(abs(a - b) / abs(b) for a, b in zip(par, ref))
-    assert worst <= 1e-5, f"regularizers: the split model's loss differs by {worst:.1e} (rank {R})"
+    assert worst <= RTOL, f"regularizers: the split model's loss differs by {worst:.1e} (rank {R})"
     if R == 0:
         print(f"regularizers: largest relative difference {worst:.1e} over {len(ref)} epochs")
     # The plain pair data-parallel over every rank (gradient buckets summed
@@ -148,7 +155,7 @@ def check_regularizers():
     # the rest of their buckets' (they read the bucket-marked weights), not 1/N.
     dp = mlp(False).fit(xm, ym, **FIT).history["loss"]
     worst = max(abs(a - b) / abs(b) for a, b in zip(dp, ref))
-    assert worst <= 1e-5, f"regularizers, data parallel: the loss differs by {worst:.1e} (rank {R})"
+    assert worst <= RTOL, f"regularizers, data parallel: the loss differs by {worst:.1e} (rank {R})"
 
 
 if "regs" in PARTS:
@@ -157,7 +164,7 @@ if "regs" in PARTS:
 # Deterministic mode: bitwise across data sizes (and runs) for a fixed t; on
 # 4 ranks also across pipeline stages (mesh tensor=2,pipeline=2, 4 micro-batches
 # as the 4 chunks), where the stages' sums of squares are all-gathered over the
-# pipeline group first. Normal mode under the pipeline: within 1e-5 of one process.
+# pipeline group first. Normal mode under the pipeline: within RTOL of one process.
 DET = dict(FIT, epochs=3)
 pmesh = dist.Mesh(tensor=2, pipeline=2) if N == 4 else None
 for name in ("adam+clipnorm", "lamb+clipnorm", "lamb+decay") if "det" in PARTS else ():
@@ -181,10 +188,10 @@ for name in ("adam+clipnorm", "lamb+clipnorm", "lamb+decay") if "det" in PARTS e
     pm = gpt(pmesh.group("tensor"), OPTS[name])
     h = pm.fit(X, Y, pipeline_split=["ln2"], microbatches=2, **DET).history["loss"]
     worst = max(abs(a - b) / abs(b) for a, b in zip(h, ref))
-    assert worst <= 1e-5, f"{name} pipeline: the loss differs by {worst:.1e} on rank {R}"
+    assert worst <= RTOL, f"{name} pipeline: the loss differs by {worst:.1e} on rank {R}"
 
 # Under ZeRO 1, 2, 3 on the data axis (N = 4): bitwise the same t without
-# ZeRO in deterministic mode; normal mode under ZeRO 2 within 1e-5 of one process.
+# ZeRO in deterministic mode; normal mode under ZeRO 2 within RTOL of one process.
 if N == 4 and "zero" in PARTS:
     # every stage with clipnorm; Lamb's trust ratios on shards under stage 2
     # (whole weights, sharded gradients) and 3 (sharded weights)
@@ -199,6 +206,6 @@ if N == 4 and "zero" in PARTS:
         ref = gpt(None, OPTS[name]).fit(X, Y, data_parallel=False, **DET).history["loss"]
         h = gpt(tp, OPTS[name]).fit(X, Y, zero=2, **DET).history["loss"]
         worst = max(abs(a - b) / abs(b) for a, b in zip(h, ref))
-        assert worst <= 1e-5, f"{name} ZeRO 2: the loss differs by {worst:.1e} on rank {R}"
+        assert worst <= RTOL, f"{name} ZeRO 2: the loss differs by {worst:.1e} on rank {R}"
 
 print("ok")
