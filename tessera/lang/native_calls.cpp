@@ -185,11 +185,9 @@ bool nc_guards_hold(const NcCompiled& c, const Closure& closure) {
   for (const NcStep& s : c.steps) {
     Frame* f = envs[s.caller];
     for (int k = 0; k < s.up && f; ++k) f = f->parent();
-    Value fn;
-    if (!f || !f->read_now(s.slot, fn) || !fn.is_function()) return false;
-    auto* callee = dynamic_cast<const Closure*>(fn.as_function().get());
-    if (!callee || &callee->code() != s.code) return false;
-    Frame* e = callee->env_raw();
+    const FunctionCode* code = nullptr;
+    Frame* e = nullptr;
+    if (!f || !f->closure_now(s.slot, code, e) || code != s.code) return false;
     if (envs[s.callee] && envs[s.callee] != e) return false;
     envs[s.callee] = e;
   }

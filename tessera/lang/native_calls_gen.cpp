@@ -720,7 +720,14 @@ class NcCompiler {
     const size_t target = function_for(code, closure->env_raw(), kinds);
     if (funcs[target].env != closure->env_raw())
       return refuse(&c, "the same function over another frame");
-    steps.push_back({cur_, callee->depth() - 1, callee->slot(), &code, target});
+    // One guard a variable: a function's calls of the same variable (three
+    // in Ackermann's) read the same slot of the same frame at each entry.
+    const NcStep step{cur_, callee->depth() - 1, callee->slot(), &code, target};
+    if (std::none_of(steps.begin(), steps.end(), [&](const NcStep& s) {
+          return s.caller == step.caller && s.up == step.up && s.slot == step.slot &&
+                 s.code == step.code && s.callee == step.callee;
+        }))
+      steps.push_back(step);
     (void)before;
     llvm::Function* caller = funcs[cur_].fn;
     std::vector<llvm::Value*> vs{caller->getArg(0),
