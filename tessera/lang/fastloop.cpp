@@ -816,11 +816,10 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   result = Value();
   // The functions called inline: still those (else the general evaluation).
   for (const Impl::Inlined& in : im.inlined) {
-    Value fn;
-    const Closure* c = nullptr;
-    if (frame->up(in.depth)->read_now(in.slot, fn) && fn.is_function())
-      c = dynamic_cast<const Closure*>(fn.as_function().get());
-    if (!c || &c->code() != in.code.get() || c->env_raw() != frame->up(in.env_depth)) {
+    const FunctionCode* code = nullptr;
+    Frame* env = nullptr;
+    if (!frame->up(in.depth)->closure_now(in.slot, code, env) || code != in.code.get() ||
+        env != frame->up(in.env_depth)) {
       if (Impl::debug())
         std::fprintf(stderr, "[fast loops] %s: a function called inline is another one now\n",
                      im.where.c_str());

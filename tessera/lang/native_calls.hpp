@@ -4,7 +4,8 @@
 // reads and writes, calls of itself and of other such functions) is compiled
 // with LLVM into one native function per (function, kinds of its arguments),
 // recursion a plain call. No LLVM
-// header is included here: they stay in native_calls.cpp.
+// header is included here: they stay in native_calls.cpp and
+// native_calls_gen.cpp (the code generator).
 #pragma once
 
 #include <cstddef>

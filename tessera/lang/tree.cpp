@@ -100,6 +100,21 @@ bool Frame::read_now(size_t slot, Value& out) const {
   return true;
 }
 
+bool Frame::closure_now(size_t slot, const FunctionCode*& code, Frame*& env) const {
+  std::lock_guard lock(spin_);
+  if (!slots_[slot].defined) return false;
+  for (const auto& p : pending_) {
+    if (p.slot == slot) return false;
+  }
+  const Value& v = slots_[slot].value;
+  if (!v.is_function()) return false;
+  auto* c = dynamic_cast<const Closure*>(v.as_function().get());
+  if (!c) return false;
+  code = &c->code();
+  env = c->env_raw();
+  return true;
+}
+
 Value Frame::prepare(Value v) {
   // A closure stored here keeps every frame of its chain alive; those that
   // do not contain this frame have escaped their function.

@@ -20,6 +20,8 @@
 
 namespace tessera {
 
+struct FunctionCode;
+
 // The variables of one function activation (or of the program's top level).
 class Frame {
  public:
@@ -35,6 +37,10 @@ class Frame {
   // The slot's value into `out` if it holds one (assigned and not
   // pending): read() without a future.
   bool read_now(size_t slot, Value& out) const;
+  // The code and frame of the closure in `slot`, under read_now's
+  // conditions, without copying the value (no reference counted, no strong
+  // copy of a weak closure made): the guards checked at each native call.
+  bool closure_now(size_t slot, const FunctionCode*& code, Frame*& env) const;
   // The slot's value moved into `out` (the slot keeps nil until it is set
   // again), under the same conditions as read_now: for xs = append(xs, x),
   // which then holds the only reference and appends in place.

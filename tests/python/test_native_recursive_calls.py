@@ -142,12 +142,79 @@ def rows_appended(n):
     return rows
 
 
+def nested_helper_rows(n):
+    # a recursive helper defined in the function (a closure its frame holds
+    # weakly): the guard reads it at every call
+    def tri(k):
+        if k == 0:
+            return 0
+        return k + tri(k - 1)
+    return [[tri(i + j) for j in range(3)] for i in range(n)]
+
+
+def helper_rebound_between_loops(n):
+    # ev's code calls od; between the loops od is another function, so the
+    # guards of ev's native code no longer hold: the second loop's calls are
+    # the general path's (as Python, ev then calls od2)
+    def ev(k):
+        if k == 0:
+            return True
+        return od(k - 1)
+
+    def od(k):
+        if k == 0:
+            return False
+        return ev(k - 1)
+
+    def od2(k):
+        if k == 0:
+            return True
+        return ev(k - 1) and k > 100
+
+    first = [ev(i) for i in range(n)]
+    od = od2
+    second = [ev(i) for i in range(n)]
+    return first, second
+
+
+def helper_rebound_in_loop(n):
+    def down(k):
+        if k <= 0:
+            return 0
+        return step(k) + down(k - 1)
+
+    def step(k):
+        return 1
+
+    def step3(k):
+        return 3
+
+    s = 0
+    for i in range(n):
+        if i == 4:
+            step = step3
+        s += down(i)
+    return s
+
+
+def depth(k):
+    if k == 0:
+        return 0
+    return 1 + depth(k - 1)
+
+
+def depths(ks):
+    # the last one is deeper than 4,000 calls: RecursionError at depth's line
+    return [depth(k) for k in ks]
+
+
 _OUT = np.zeros(40)
 CASES = [(ackermann_table, (2, 6)), (ackermann_table, (0, 0)), (ackermann_table, (3, 3)),
          (table, (1, 4)), (fibs_into, (_OUT.copy(),)),
          (halves, (np.linspace(1.0, 9.0, 30), 5)), (parities, (25, np.zeros(1))), (bit_total, (300, np.zeros(1))),
          (writes_then_zero_division, (np.zeros(6), 6)), (function_changes, (9,)),
-         (grid_of_products, (4, 5)), (rows_appended, (7,))]
+         (grid_of_products, (4, 5)), (rows_appended, (7,)), (nested_helper_rows, (5,)),
+         (helper_rebound_between_loops, (9,)), (helper_rebound_in_loop, (9,)), (depths, ([3, 10],))]
 
 
 @pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
@@ -162,6 +229,11 @@ def test_zero_division_in_the_recursive_function_names_its_line():
     np.testing.assert_array_equal(out[:3], [0.0, 5.0, 20.0])  # the turns before, as in Python
 
 
+def test_recursion_too_deep_in_a_loop_is_a_recursion_error_at_its_line():
+    with pytest.raises(RecursionError, match=r"test_native_recursive_calls.py:\d+"):
+        tessera.jit(depths)([3, 10_000])
+
+
 _SCRIPT = cases_script("test_native_recursive_calls")
 
 
@@ -174,3 +246,7 @@ def test_native_interpreter_and_general_print_the_same():
     for f in (fibs_into, halves, parities, bit_total):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
     assert "the function is recursive" not in log, log
+    # The helpers the comprehensions call have native code (the guards read
+    # a nested helper from its frame, and see a rebound one).
+    for f in (nested_helper_rows, helper_rebound_between_loops, helper_rebound_in_loop, depth):
+        assert loop_log_lines(log, f, "native code for the call of"), (f.__name__, log)
