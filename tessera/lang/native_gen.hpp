@@ -410,9 +410,9 @@ struct Gen {
   // was found at, its items' address and number.
   // data: item 0's 8 bytes; stride: bytes between items (a Value's, or 8
   // for a list held unboxed); kfix: -1, or the ValueKind of every item (a
-  // NumberList's), also as the byte kbyte (native_list_site).
+  // NumberList's; native_list_site).
   struct RowSite {
-    llvm::Value *ok, *key, *gen, *data, *len, *buf, *stride, *kfix, *kbyte;
+    llvm::Value *ok, *key, *gen, *data, *len, *buf, *stride, *kfix;
   };
   RowSite row_site(int r);
   llvm::Value* site_hit(const RowSite& s, llvm::Value* i, llvm::Value* gen);

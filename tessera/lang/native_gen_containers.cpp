@@ -214,7 +214,6 @@ Gen::RowSite Gen::row_site(int r) {
   s.buf = e.CreateAlloca(i64, e.getInt32(4));
   s.stride = e.CreateAlloca(i64);
   s.kfix = e.CreateAlloca(i64);
-  s.kbyte = e.CreateAlloca(i8);
   e.CreateStore(e.getFalse(), s.ok);
   return s;
 }
@@ -241,9 +240,7 @@ void Gen::fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Va
 
 void Gen::store_site_form(const RowSite& s) {
   b.CreateStore(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 2)), s.stride);
-  llvm::Value* kfix = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 3));
-  b.CreateStore(kfix, s.kfix);
-  b.CreateStore(b.CreateTrunc(kfix, i8), s.kbyte);
+  b.CreateStore(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 3)), s.kfix);
 }
 
 void Gen::fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen) {
@@ -364,25 +361,33 @@ llvm::Value* Gen::site_item(const RowSite& s, llvm::Value* j, int want) {
   llvm::Value* in = b.CreateAnd(b.CreateLoad(i1, s.ok), b.CreateICmpULT(jj, len));
   llvm::Value* safe = b.CreateSelect(in, jj, b.getInt64(0));
   llvm::Value* base = b.CreateIntToPtr(b.CreateLoad(i64, s.data), i8p);
+  llvm::Value* kfix = b.CreateLoad(i64, s.kfix);
+  llvm::Value* null = llvm::ConstantPointerNull::get(llvm::cast<llvm::PointerType>(i8p));
   llvm::BasicBlock* from = b.GetInsertBlock();
   llvm::BasicBlock* look = llvm::BasicBlock::Create(ctx, "item_look", fn);
+  llvm::BasicBlock* boxed = llvm::BasicBlock::Create(ctx, "item_boxed", fn);
+  llvm::BasicBlock* unboxed = llvm::BasicBlock::Create(ctx, "item_unboxed", fn);
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "item_done", fn);
   b.CreateCondBr(in, look, done);
   b.SetInsertPoint(look);
-  llvm::Value* at = b.CreateInBoundsGEP(i8, base, b.CreateMul(safe, b.CreateLoad(i64, s.stride)));
-  // A list of Values: the item's own kind byte; a NumberList: its one kind.
-  llvm::Value* own = b.CreateConstGEP1_64(i8, at, static_cast<uint64_t>(layout().kind_at - layout().payload_at));
+  b.CreateCondBr(b.CreateICmpSLT(kfix, b.getInt64(0)), boxed, unboxed);
+  // A list of Values: the item's own kind byte, `layout().size` bytes apart.
+  b.SetInsertPoint(boxed);
+  llvm::Value* at = b.CreateInBoundsGEP(i8, base, b.CreateMul(safe, b.getInt64(layout().size)));
   llvm::Value* kb = b.CreateLoad(
-      i8, b.CreateSelect(b.CreateICmpSLT(b.CreateLoad(i64, s.kfix), b.getInt64(0)), own, s.kbyte));
-  llvm::Value* item = b.CreateSelect(b.CreateICmpEQ(kb, b.getInt8(static_cast<uint8_t>(want))),
-                                     at, llvm::ConstantPointerNull::get(
-                                             llvm::cast<llvm::PointerType>(i8p)));
+      i8, b.CreateConstGEP1_64(i8, at, static_cast<uint64_t>(layout().kind_at - layout().payload_at)));
+  llvm::Value* item = b.CreateSelect(b.CreateICmpEQ(kb, b.getInt8(static_cast<uint8_t>(want))), at, null);
   b.CreateBr(done);
-  llvm::BasicBlock* looked = b.GetInsertBlock();
+  // A NumberList: 8 bytes an item, all of its one kind.
+  b.SetInsertPoint(unboxed);
+  llvm::Value* at8 = b.CreateInBoundsGEP(i8, base, b.CreateShl(safe, b.getInt64(3)));
+  llvm::Value* item8 = b.CreateSelect(b.CreateICmpEQ(kfix, b.getInt64(want)), at8, null);
+  b.CreateBr(done);
   b.SetInsertPoint(done);
-  llvm::PHINode* phi = b.CreatePHI(i8p, 2);
-  phi->addIncoming(llvm::ConstantPointerNull::get(llvm::cast<llvm::PointerType>(i8p)), from);
-  phi->addIncoming(item, looked);
+  llvm::PHINode* phi = b.CreatePHI(i8p, 3);
+  phi->addIncoming(null, from);
+  phi->addIncoming(item, boxed);
+  phi->addIncoming(item8, unboxed);
   return phi;
 }
 

@@ -43,11 +43,14 @@ Reg native_number_reg(const NumberList& n, size_t i) {
 int native_push_number(FastLoop::Impl::State& st, int32_t obj, const Reg& item) {
   const auto o = static_cast<size_t>(obj);
   Value& list = st.objects[o];
-  if (!list.is_list() || list.is_tuple()) return 1;
+  if (!list.is_list()) return 1;
+  // (number_items() first: a NumberList is no tuple, and is_tuple's look at
+  // the deleter of another kind compares type names.)
+  NumberList* n = list.number_items();
+  if (n == nullptr && list.is_tuple()) return 1;
   NumberKind kind;
   uint64_t bits;
   if (!native_number_bits(item, kind, bits)) return -1;
-  NumberList* n = list.number_items();
   if (n != nullptr ? n->kind != kind : !list.list_ptr()->empty()) return -1;
   const bool alone = list.list_ptr().use_count() == 1;
   if (!(st.object_epoch[o] == st.epoch && alone)) {
