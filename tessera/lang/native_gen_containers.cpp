@@ -374,9 +374,10 @@ llvm::Value* Gen::site_item(const RowSite& s, llvm::Value* j, int want) {
   // A list of Values: the item's own kind byte, `layout().size` bytes apart.
   b.SetInsertPoint(boxed);
   llvm::Value* at = b.CreateInBoundsGEP(i8, base, b.CreateMul(safe, b.getInt64(layout().size)));
-  llvm::Value* kb = b.CreateLoad(
-      i8, b.CreateConstGEP1_64(i8, at, static_cast<uint64_t>(layout().kind_at - layout().payload_at)));
-  llvm::Value* item = b.CreateSelect(b.CreateICmpEQ(kb, b.getInt8(static_cast<uint8_t>(want))), at, null);
+  const auto kind_from_payload = static_cast<uint64_t>(layout().kind_at - layout().payload_at);
+  llvm::Value* kb = b.CreateLoad(i8, b.CreateConstGEP1_64(i8, at, kind_from_payload));
+  llvm::Value* item =
+      b.CreateSelect(b.CreateICmpEQ(kb, b.getInt8(static_cast<uint8_t>(want))), at, null);
   b.CreateBr(done);
   // A NumberList: 8 bytes an item, all of its one kind.
   b.SetInsertPoint(unboxed);

@@ -103,8 +103,8 @@ bool native_truncate_numbers(Value& list, size_t keep) {
   if (list.list_ptr().use_count() == 1) {
     n->bits.resize(keep);
   } else {
-    list = Value::number_list(n->kind, std::vector<uint64_t>(n->bits.begin(),
-                                                             n->bits.begin() + static_cast<std::ptrdiff_t>(keep)));
+    const auto end = n->bits.begin() + static_cast<std::ptrdiff_t>(keep);
+    list = Value::number_list(n->kind, std::vector<uint64_t>(n->bits.begin(), end));
   }
   return true;
 }
