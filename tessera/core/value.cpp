@@ -63,6 +63,110 @@ void Value::take_nested(std::vector<Value>& out) {
   }
 }
 
+namespace {
+
+std::mutex& number_list_spill_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::atomic<uint64_t> g_number_lists_made{0};
+std::atomic<uint64_t> g_number_lists_written_out{0};
+
+double number_double(uint64_t bits) {
+  double f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+uint64_t double_bits(double f) {
+  uint64_t bits;
+  std::memcpy(&bits, &f, sizeof bits);
+  return bits;
+}
+
+// The dtype of a NumPy scalar kind, and the kind of a 0-d array's dtype.
+DType number_dtype(NumberKind k) {
+  switch (k) {
+    case NumberKind::py_bool:
+    case NumberKind::np_bool: return DType::bool_;
+    case NumberKind::py_int:
+    case NumberKind::np_int64: return DType::int64;
+    case NumberKind::np_float32: return DType::float32;
+    case NumberKind::np_int32: return DType::int32;
+    default: return DType::float64;
+  }
+}
+
+}  // namespace
+
+Value NumberList::item(size_t i) const {
+  const uint64_t b = bits[i];
+  switch (kind) {
+    case NumberKind::py_bool: return Value(b != 0);
+    case NumberKind::py_int: return Value(static_cast<int64_t>(b));
+    case NumberKind::py_float: return Value(number_double(b));
+    case NumberKind::np_bool: return Value(Array::scalar_bool(b != 0));
+    case NumberKind::np_int64: return Value(Array::scalar_int(static_cast<int64_t>(b)));
+    case NumberKind::np_float64: return Value(Array::scalar(number_double(b)));
+    case NumberKind::np_float32: return Value(Array::scalar(number_double(b), DType::float32));
+    case NumberKind::np_int32:
+      return Value(Array::scalar(static_cast<double>(static_cast<int64_t>(b)), DType::int32));
+  }
+  return Value();
+}
+
+bool NumberList::python_kind(const Value& v, NumberKind& out) {
+  switch (v.kind()) {
+    case ValueKind::boolean: out = NumberKind::py_bool; return true;
+    case ValueKind::integer: out = NumberKind::py_int; return true;
+    case ValueKind::floating: out = NumberKind::py_float; return true;
+    default: return false;
+  }
+}
+
+bool NumberList::bits_of(const Value& v, NumberKind k, uint64_t& out) {
+  switch (k) {
+    case NumberKind::py_bool:
+      if (!v.is_bool()) return false;
+      out = v.as_bool() ? 1 : 0;
+      return true;
+    case NumberKind::py_int:
+      if (!v.is_int()) return false;
+      out = static_cast<uint64_t>(v.as_int());
+      return true;
+    case NumberKind::py_float:
+      if (!v.is_float()) return false;
+      out = double_bits(v.as_float());
+      return true;
+    default:
+      // NumPy scalars come in as bits from native loops' registers only: a
+      // 0-d array Value may be a view another array writes through.
+      return false;
+  }
+}
+
+void NumberList::spill(List& into) const {
+  std::lock_guard<std::mutex> lock(number_list_spill_mutex());
+  if (spilled_.load(std::memory_order_relaxed)) return;
+  // The bits stay as they are: another thread may be reading them.
+  into.reserve(bits.capacity());
+  for (size_t i = 0; i < bits.size(); ++i) into.push_back(item(i));
+  spilled_.store(true, std::memory_order_release);
+  g_number_lists_written_out.fetch_add(1, std::memory_order_relaxed);
+}
+
+NumberListStats number_list_stats() {
+  return {g_number_lists_made.load(std::memory_order_relaxed),
+          g_number_lists_written_out.load(std::memory_order_relaxed)};
+}
+
+Value Value::number_list(NumberKind kind, std::vector<uint64_t> bits) {
+  auto* box = new NumberListBox(kind, std::move(bits));
+  g_number_lists_made.fetch_add(1, std::memory_order_relaxed);
+  return Value(std::shared_ptr<const List>(&box->items, NumberListMark{box}));
+}
+
 void Value::release_nested() noexcept {
   std::vector<Value> pending;
   take_nested(pending);
@@ -914,6 +1018,29 @@ Array to_array(const Value& v, const char* op, const char* what) {
     case ValueKind::list: {
       // Nested lists of numbers become arrays, as np.array does.
       NestingLevel level(op, v);
+      if (const NumberList* n = v.number_items(); n != nullptr && !n->bits.empty()) {
+        // np.array of a list held unboxed: the bits copied, no Value made.
+        const DType dt = number_dtype(n->kind);
+        const auto len = static_cast<int64_t>(n->bits.size());
+        Array out(dt, {len});
+        const uint64_t* src = n->bits.data();
+        switch (dt) {
+          case DType::float64: std::memcpy(out.data<double>(), src, len * sizeof(double)); break;
+          case DType::int64: std::memcpy(out.data<int64_t>(), src, len * sizeof(int64_t)); break;
+          case DType::float32:
+            for (int64_t i = 0; i < len; ++i)
+              out.data<float>()[i] = static_cast<float>(number_double(src[i]));
+            break;
+          case DType::int32:
+            for (int64_t i = 0; i < len; ++i)
+              out.data<int32_t>()[i] = static_cast<int32_t>(static_cast<int64_t>(src[i]));
+            break;
+          default:
+            for (int64_t i = 0; i < len; ++i) out.data<bool>()[i] = src[i] != 0;
+            break;
+        }
+        return out;
+      }
       const List& l = v.as_list();
       if (l.empty()) return Array(DType::float64, {0});
       if (std::optional<Array> flat = scalars_to_array(l)) return std::move(*flat);

@@ -34,6 +34,68 @@ struct TupleMark {
   void operator()(const List* items) const;  // defined after Value, once it is complete
 };
 
+// How the items of a list held unboxed (NumberList) read back: Python's
+// bool, int or float, or a NumPy scalar of a dtype (a 0-d array, as
+// Value holds NumPy's scalars).
+enum class NumberKind : uint8_t {
+  py_bool,
+  py_int,
+  py_float,
+  np_bool,
+  np_int64,
+  np_float64,
+  np_float32,
+  np_int32
+};
+
+// The items of a list of numbers of one kind, 8 bytes an item (an int64, a
+// bool as 0 or 1, or a double's bits; a float32 or int32 scalar widened
+// exactly), instead of a 96-byte Value each: `[0] * n`, and lists native
+// loops append numbers to (Value::number_list). It lives beside the list's
+// (empty) vector of Values, in the same block. While `live()`, the bits
+// are the items; the first access to the list as Values (Value::as_list,
+// unique_list) writes them out as Values once, under a lock (readers on
+// several threads may ask at once), and the Values are the items from then
+// on, for good: code that changes a list through as_list() or unique_list()
+// changes the Values, and nothing reads the bits after that.
+class NumberList {
+ public:
+  NumberList(NumberKind kind, std::vector<uint64_t> bits) : kind(kind), bits(std::move(bits)) {}
+  bool live() const { return !spilled_.load(std::memory_order_acquire); }
+  // Item i as the Value it stands for.
+  Value item(size_t i) const;
+  // The bits of `v` if it is a number of kind `k`.
+  static bool bits_of(const Value& v, NumberKind k, uint64_t& out);
+  // The kind a Python number (bool, int, float) is held as; false otherwise.
+  static bool python_kind(const Value& v, NumberKind& out);
+
+  const NumberKind kind;
+  // Changed only by the list's one holder (a unique Value), while live().
+  std::vector<uint64_t> bits;
+
+ private:
+  friend class Value;
+  void spill(List& into) const;
+  mutable std::atomic<bool> spilled_{false};
+};
+
+// How many lists were made NumberLists, and how many of those written out
+// as Values since the process started (tests check that a loop kept its
+// list unboxed: tessera._core._number_list_stats).
+struct NumberListStats {
+  uint64_t made = 0;
+  uint64_t written_out = 0;
+};
+NumberListStats number_list_stats();
+
+// The deleter of a list held as a NumberList (what tells one apart, as
+// TupleMark does a tuple): it frees the block of both.
+struct NumberListBox;
+struct NumberListMark {
+  NumberListBox* box;
+  void operator()(const List* items) const;  // defined after Value
+};
+
 // A number item of a compact dict (DictItems): the bits of its key and of its
 // value (an int64 or a double's bits; DictItems::kinds_ says which).
 struct DictNumber {
@@ -239,6 +301,8 @@ class Value {
   static Value tuple(List items) {
     return Value(std::shared_ptr<const List>(new List(std::move(items)), TupleMark{}));
   }
+  // A list of numbers of one kind held unboxed (NumberList).
+  static Value number_list(NumberKind kind, std::vector<uint64_t> bits);
   Value(Dict d) : v_(std::make_shared<const Dict>(std::move(d))) {}
   Value(std::shared_ptr<const Dict> d) : v_(std::move(d)) {}
   Value(std::shared_ptr<const Callable> f) : v_(std::move(f)) {}
@@ -286,17 +350,31 @@ class Value {
   const std::string& as_string() const { return std::get<std::string>(v_); }
   const Array& as_array() const { return std::get<Array>(v_); }
   Array& as_array() { return std::get<Array>(v_); }
-  const List& as_list() const { return *std::get<std::shared_ptr<const List>>(v_); }
+  // The items as Values (a NumberList's written out, for good).
+  const List& as_list() const {
+    const auto& p = std::get<std::shared_ptr<const List>>(v_);
+    if (const NumberListMark* m = std::get_deleter<NumberListMark>(p)) spill_numbers(*m);
+    return *p;
+  }
   const std::shared_ptr<const List>& list_ptr() const {
     return std::get<std::shared_ptr<const List>>(v_);
   }
+  // The unboxed items of a list still held so (NumberList), or null. Only
+  // a Value that alone holds the list may change them.
+  NumberList* number_items() const;
+  // len() and a copy of item i (0 <= i < len) of a list, without writing
+  // out a NumberList's Values.
+  size_t list_size() const;
+  Value list_item(size_t i) const;
   // The items of a list (not a tuple) that this Value alone holds, to extend
   // in place (xs.append(x) in a loop without copying xs each time); null
   // when the list is shared (lists are values: others must not see it).
   List* unique_list() {
     if (!is_list() || is_tuple()) return nullptr;
     auto& p = std::get<std::shared_ptr<const List>>(v_);
-    return p.use_count() == 1 ? const_cast<List*>(p.get()) : nullptr;
+    if (p.use_count() != 1) return nullptr;
+    as_list();  // a NumberList's items written out: the Values change from now on
+    return const_cast<List*>(p.get());
   }
   const Dict& as_dict() const { return *std::get<std::shared_ptr<const Dict>>(v_); }
   // The dict this Value alone holds, to change in place (`d[k] = v` in a
@@ -347,6 +425,7 @@ class Value {
   // themselves such lists or dicts into `out` (the rest stay to be freed
   // with their list).
   void take_nested(std::vector<Value>& out);
+  static void spill_numbers(const NumberListMark& mark);
   void release_nested() noexcept;
   static std::shared_ptr<const TiledArray> make_tiled(TiledArray t) {
     if (!t.tile.is_contiguous()) t.tile = t.tile.contiguous();
@@ -359,6 +438,36 @@ class Value {
 };
 
 inline void TupleMark::operator()(const List* items) const { delete items; }
+
+// A NumberList and the list's vector of Values (empty until written out),
+// in one block.
+struct NumberListBox {
+  NumberListBox(NumberKind kind, std::vector<uint64_t> bits) : numbers(kind, std::move(bits)) {}
+  List items;
+  NumberList numbers;
+};
+
+inline void NumberListMark::operator()(const List*) const { delete box; }
+
+inline void Value::spill_numbers(const NumberListMark& mark) {
+  if (mark.box->numbers.live()) mark.box->numbers.spill(mark.box->items);
+}
+
+inline NumberList* Value::number_items() const {
+  if (!is_list()) return nullptr;
+  const NumberListMark* m = std::get_deleter<NumberListMark>(list_ptr());
+  return m != nullptr && m->box->numbers.live() ? &m->box->numbers : nullptr;
+}
+
+inline size_t Value::list_size() const {
+  if (const NumberList* n = number_items()) return n->bits.size();
+  return list_ptr()->size();
+}
+
+inline Value Value::list_item(size_t i) const {
+  if (const NumberList* n = number_items()) return n->item(i);
+  return (*list_ptr())[i];
+}
 
 inline DictItems::DictItems(std::vector<Item> items)
     : general_(std::move(items)), compact_(false) {}

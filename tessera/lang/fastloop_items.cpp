@@ -9,6 +9,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native_number_lists.hpp"
 #include "tessera/lang/native_calls.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/python_values.hpp"
@@ -49,6 +50,12 @@ Reg FastLoop::Impl::nested_getitem(const FNode& n, State& st) const {
   ++st.counts[in.counter];
   if (row.is_list()) {
     const Reg k = eval(n.kids[1], st);
+    if (k.int_payload() && row.number_items() != nullptr) {
+      const auto rlen = static_cast<int64_t>(row.list_size());
+      const int64_t kk = k.i < 0 ? k.i + rlen : k.i;
+      if (kk < 0 || kk >= rlen) throw BAIL;
+      return native_number_reg(*row.number_items(), static_cast<size_t>(kk));
+    }
     if (k.int_payload()) {
       const List& r = row.as_list();
       const auto rlen = static_cast<int64_t>(r.size());
@@ -103,6 +110,13 @@ Reg FastLoop::Impl::getitem_of(const FNode& n, const Reg& x, State& st) const {
     idx[0] = eval(n.kids[1], st);
     done = 1;
     const Value& v = st.objects[static_cast<size_t>(x.a)];
+    if (const NumberList* nl = v.number_items(); nl != nullptr && idx[0].int_payload()) {
+      // An item of a list held unboxed, not written out as Values.
+      const auto len = static_cast<int64_t>(nl->bits.size());
+      const int64_t j = idx[0].i < 0 ? idx[0].i + len : idx[0].i;
+      if (j < 0 || j >= len) throw BAIL;
+      return native_number_reg(*nl, static_cast<size_t>(j));
+    }
     if (v.is_list() && idx[0].int_payload()) {
       const List& items = v.as_list();
       const auto len = static_cast<int64_t>(items.size());
@@ -536,6 +550,10 @@ bool FastLoop::Impl::list_push(State& st, int32_t obj, Value v) {
   const auto o = static_cast<size_t>(obj);
   Value& list = st.objects[o];
   if (!list.is_list() || list.is_tuple()) return false;
+  // A Python number onto an empty list or one held unboxed: kept unboxed.
+  if (Reg r; v.is_scalar() && (list.number_items() != nullptr || list.list_ptr()->empty()) &&
+             scalar_of(v, r) && native_push_number(st, obj, r) == 0)
+    return true;
   if (st.object_epoch[o] == st.epoch && list.unique_list()) {
     list.unique_list()->push_back(std::move(v));  // made since the checkpoint
     return true;
@@ -587,7 +605,7 @@ Reg FastLoop::Impl::call(const FNode& n, State& st) const {
     int64_t len = -1;
     const Value* obj = r.k == Reg::Obj ? &st.objects[static_cast<size_t>(r.a)] : nullptr;
     if (obj && obj->is_list()) {
-      len = static_cast<int64_t>(obj->as_list().size());
+      len = static_cast<int64_t>(obj->list_size());
     } else if (obj && obj->is_dict()) {
       len = static_cast<int64_t>(obj->as_dict().items.size());
     } else if (obj && obj->is_string()) {

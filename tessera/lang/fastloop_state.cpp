@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native_number_lists.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/random_stream.hpp"
 
@@ -235,6 +236,8 @@ void FastLoop::Impl::rollback(State& st, size_t objects_before) const {
                  pos < d->items.size()) {
         d->set_value_at(pos, std::move(it->old));
       }
+    } else if (list.is_list() && native_truncate_numbers(list, keep)) {
+      // A list held unboxed cut back as such (as_list() would write it out).
     } else if (list.is_list() && list.as_list().size() > keep) {
       if (List* items = list.unique_list())
         items->resize(keep);

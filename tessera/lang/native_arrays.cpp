@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tessera/lang/fastloop_impl.hpp"
+#include "tessera/lang/native_number_lists.hpp"
 #include "tessera/lang/native_dicts.hpp"
 
 namespace tessera {
@@ -120,6 +121,9 @@ extern "C" int32_t native_list_append(NativeCtx* c, const int32_t* held, int64_t
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
   if (native_held_elsewhere(held, nheld, r, obj)) return 1;
   try {
+    // A number kept unboxed (a NumberList), no Value made for it.
+    if (const int rc = native_push_number(st, static_cast<int32_t>(obj), *item); rc >= 0)
+      return rc;
     return FastLoop::Impl::list_push(st, static_cast<int32_t>(obj),
                                      FastLoop::Impl::to_value(*item, st))
                ? 0
@@ -135,6 +139,15 @@ extern "C" int32_t native_list_get(NativeCtx* c, int64_t obj, int64_t i, int64_t
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
   const Value& v = st.objects[static_cast<size_t>(obj)];
   if (!v.is_list()) return 1;
+  if (const NumberList* n = v.number_items()) {
+    const auto len = static_cast<int64_t>(n->bits.size());
+    if (i < 0) i += len;
+    if (i < 0 || i >= len) return 1;
+    const Reg r = native_number_reg(*n, static_cast<size_t>(i));
+    if (r.k != kind) return 1;
+    *out = r.i;
+    return 0;
+  }
   const List& items = v.as_list();
   const auto len = static_cast<int64_t>(items.size());
   if (i < 0) i += len;
@@ -170,7 +183,7 @@ extern "C" int64_t native_list_len(NativeCtx* c, int64_t obj) {
   const FastLoop::Impl::State& st = *c->state;
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
   const Value& v = st.objects[static_cast<size_t>(obj)];
-  return v.is_list() ? static_cast<int64_t>(v.as_list().size()) : -1;
+  return v.is_list() ? static_cast<int64_t>(v.list_size()) : -1;
 }
 
 }  // namespace tessera

@@ -231,7 +231,7 @@ extern "C" int64_t native_container_len(NativeCtx* c, int64_t obj) {
   const FastLoop::Impl::State& st = *c->state;
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
   const Value& v = st.objects[static_cast<size_t>(obj)];
-  if (v.is_list()) return static_cast<int64_t>(v.as_list().size());
+  if (v.is_list()) return static_cast<int64_t>(v.list_size());
   if (v.is_dict()) return static_cast<int64_t>(v.as_dict().items.size());
   return -1;
 }

@@ -408,14 +408,19 @@ struct Gen {
   void bump_rows(int r);
   // A site's row: valid (i1), its index as written, the writes count it
   // was found at, its items' address and number.
+  // data: item 0's 8 bytes; stride: bytes between items (a Value's, or 8
+  // for a list held unboxed); kfix: -1, or the ValueKind of every item (a
+  // NumberList's; native_list_site).
   struct RowSite {
-    llvm::Value *ok, *key, *gen, *data, *len, *buf;
+    llvm::Value *ok, *key, *gen, *data, *len, *buf, *stride, *kfix;
   };
   RowSite row_site(int r);
   llvm::Value* site_hit(const RowSite& s, llvm::Value* i, llvm::Value* gen);
   void fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Value* gen);
   // The same for a flat list (xs[i]): the site keyed by the list's object.
   void fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen);
+  // The site's stride and kind (native_list_site's out[2], out[3]) from its buffer.
+  void store_site_form(const RowSite& s);
   // Item j of the site's row written with `value` (of ValueKind `want`) in
   // place when the site holds it, through `call_set(kNativeInPlaceAsk)`
   // otherwise (then `fill(gen)` looks the row up again).
@@ -423,8 +428,8 @@ struct Gen {
                       const CV& value, const std::function<llvm::Value*(int64_t)>& call_set,
                       const std::function<void(llvm::Value*)>& fill);
   // Item j of the site's row (negative from the end) when the site holds a
-  // row, j is in range and the item is of ValueKind `want`: its address;
-  // null otherwise (the helpers then do what Python does).
+  // row, j is in range and the item is of ValueKind `want`: the address of
+  // its 8 bytes; null otherwise (the helpers then do what Python does).
   llvm::Value* site_item(const RowSite& s, llvm::Value* j, int want);
   // The item at `item` (site_item's address) stored into `out` when it is
   // not null, `get` (the helper) otherwise; the two joined after.

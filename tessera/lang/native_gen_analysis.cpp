@@ -64,8 +64,8 @@ void Gen::find_lists() {
     const auto o = static_cast<size_t>(regs[r].a);
     if (o < objects.size()) table_kind[r] = native_table_kind(objects[o]);
     Reg first;
-    if (o < objects.size() && objects[o].is_list() && !objects[o].as_list().empty() &&
-        FastLoop::Impl::scalar_of(objects[o].as_list()[0], first))
+    if (o < objects.size() && objects[o].is_list() && objects[o].list_size() > 0 &&
+        FastLoop::Impl::scalar_of(objects[o].list_item(0), first))
       item_kind[r] = first.k;
   }
   find_dicts(asg);

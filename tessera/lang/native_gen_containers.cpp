@@ -44,10 +44,7 @@ void Gen::item_or_helper(llvm::Value* item, llvm::Value* out, const std::functio
   llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "item_join", fn);
   b.CreateCondBr(b.CreateIsNotNull(item), fast, slow);
   b.SetInsertPoint(fast);
-  b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(
-                                      b.CreateConstInBoundsGEP1_64(i8, item, layout().payload_at),
-                                      i64->getPointerTo())),
-                out);
+  b.CreateStore(b.CreateLoad(i64, b.CreateBitCast(item, i64->getPointerTo())), out);
   b.CreateBr(join);
   b.SetInsertPoint(slow);
   get();
@@ -214,7 +211,9 @@ Gen::RowSite Gen::row_site(int r) {
   s.gen = e.CreateAlloca(i64);
   s.data = e.CreateAlloca(i64);
   s.len = e.CreateAlloca(i64);
-  s.buf = e.CreateAlloca(i64, e.getInt32(2));
+  s.buf = e.CreateAlloca(i64, e.getInt32(4));
+  s.stride = e.CreateAlloca(i64);
+  s.kfix = e.CreateAlloca(i64);
   e.CreateStore(e.getFalse(), s.ok);
   return s;
 }
@@ -236,6 +235,12 @@ void Gen::fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Va
   b.CreateStore(gen, s.gen);
   b.CreateStore(b.CreateLoad(i64, s.buf), s.data);
   b.CreateStore(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 1)), s.len);
+  store_site_form(s);
+}
+
+void Gen::store_site_form(const RowSite& s) {
+  b.CreateStore(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 2)), s.stride);
+  b.CreateStore(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 3)), s.kfix);
 }
 
 void Gen::fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen) {
@@ -249,6 +254,7 @@ void Gen::fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen) {
   b.CreateStore(gen, s.gen);
   b.CreateStore(b.CreateLoad(i64, s.buf), s.data);
   b.CreateStore(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 1)), s.len);
+  store_site_form(s);
 }
 
 void Gen::write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, int r, int want,
@@ -298,7 +304,7 @@ void Gen::write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, 
   llvm::PHINode* at = b.CreatePHI(i8p, 2);
   at->addIncoming(item, looked);
   at->addIncoming(item2, now_at);
-  llvm::Value* p = b.CreateConstInBoundsGEP1_64(i8, at, layout().payload_at);
+  llvm::Value* p = at;
   b.CreateCondBr(b.CreateLoad(i1, logs), log, store);
   b.SetInsertPoint(log);
   {
@@ -329,10 +335,9 @@ void Gen::write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, 
     b.SetInsertPoint(whole);
     auto* ft = llvm::FunctionType::get(i8p, {i8p, i64, i8p, i64, i64, i64}, false);
     llvm::Value* n_now = b.CreateLoad(i64, undo_n);
-    llvm::Value* first = b.CreateConstInBoundsGEP1_64(i8, b.CreateIntToPtr(data, i8p),
-                                                      layout().payload_at);
+    llvm::Value* first = b.CreateIntToPtr(data, i8p);
     llvm::Value* np = b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_log_range), ft),
-                                   {cptr, n_now, first, b.getInt64(layout().size), len,
+                                   {cptr, n_now, first, b.CreateLoad(i64, site.stride), len,
                                     b.getInt64(8)});
     b.CreateStore(np, undo_ptr);
     b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
@@ -356,22 +361,34 @@ llvm::Value* Gen::site_item(const RowSite& s, llvm::Value* j, int want) {
   llvm::Value* in = b.CreateAnd(b.CreateLoad(i1, s.ok), b.CreateICmpULT(jj, len));
   llvm::Value* safe = b.CreateSelect(in, jj, b.getInt64(0));
   llvm::Value* base = b.CreateIntToPtr(b.CreateLoad(i64, s.data), i8p);
+  llvm::Value* kfix = b.CreateLoad(i64, s.kfix);
+  llvm::Value* null = llvm::ConstantPointerNull::get(llvm::cast<llvm::PointerType>(i8p));
   llvm::BasicBlock* from = b.GetInsertBlock();
   llvm::BasicBlock* look = llvm::BasicBlock::Create(ctx, "item_look", fn);
+  llvm::BasicBlock* boxed = llvm::BasicBlock::Create(ctx, "item_boxed", fn);
+  llvm::BasicBlock* unboxed = llvm::BasicBlock::Create(ctx, "item_unboxed", fn);
   llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "item_done", fn);
   b.CreateCondBr(in, look, done);
   b.SetInsertPoint(look);
+  b.CreateCondBr(b.CreateICmpSLT(kfix, b.getInt64(0)), boxed, unboxed);
+  // A list of Values: the item's own kind byte, `layout().size` bytes apart.
+  b.SetInsertPoint(boxed);
   llvm::Value* at = b.CreateInBoundsGEP(i8, base, b.CreateMul(safe, b.getInt64(layout().size)));
-  llvm::Value* kb = b.CreateLoad(i8, b.CreateConstInBoundsGEP1_64(i8, at, layout().kind_at));
-  llvm::Value* item = b.CreateSelect(b.CreateICmpEQ(kb, b.getInt8(static_cast<uint8_t>(want))),
-                                     at, llvm::ConstantPointerNull::get(
-                                             llvm::cast<llvm::PointerType>(i8p)));
+  const auto kind_from_payload = static_cast<uint64_t>(layout().kind_at - layout().payload_at);
+  llvm::Value* kb = b.CreateLoad(i8, b.CreateConstGEP1_64(i8, at, kind_from_payload));
+  llvm::Value* item =
+      b.CreateSelect(b.CreateICmpEQ(kb, b.getInt8(static_cast<uint8_t>(want))), at, null);
   b.CreateBr(done);
-  llvm::BasicBlock* looked = b.GetInsertBlock();
+  // A NumberList: 8 bytes an item, all of its one kind.
+  b.SetInsertPoint(unboxed);
+  llvm::Value* at8 = b.CreateInBoundsGEP(i8, base, b.CreateShl(safe, b.getInt64(3)));
+  llvm::Value* item8 = b.CreateSelect(b.CreateICmpEQ(kfix, b.getInt64(want)), at8, null);
+  b.CreateBr(done);
   b.SetInsertPoint(done);
-  llvm::PHINode* phi = b.CreatePHI(i8p, 2);
-  phi->addIncoming(llvm::ConstantPointerNull::get(llvm::cast<llvm::PointerType>(i8p)), from);
-  phi->addIncoming(item, looked);
+  llvm::PHINode* phi = b.CreatePHI(i8p, 3);
+  phi->addIncoming(null, from);
+  phi->addIncoming(item, boxed);
+  phi->addIncoming(item8, unboxed);
   return phi;
 }
 

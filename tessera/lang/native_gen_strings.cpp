@@ -155,7 +155,8 @@ void Gen::find_str_regs() {
         static_cast<size_t>(g.a) >= objects.size())
       continue;
     const Value& v = objects[static_cast<size_t>(g.a)];
-    str_lists[r] = v.is_list() && !v.as_list().empty() && v.as_list()[0].is_string();
+    str_lists[r] = v.is_list() && v.number_items() == nullptr && !v.as_list().empty() &&
+                   v.as_list()[0].is_string();
   }
   // `_it = iterate(words)` of an inner `for w in words`: the same list.
   for (size_t r = 0; r < nr; ++r) {

@@ -9,6 +9,7 @@
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native_arrays.hpp"
 #include "tessera/lang/native_dicts.hpp"
+#include "tessera/lang/native_number_lists.hpp"
 
 namespace tessera {
 
@@ -49,6 +50,15 @@ bool nlists_aliased(const int32_t* held, int64_t nheld, int64_t r, int64_t obj) 
   return native_held_elsewhere(held, nheld, r, obj);
 }
 
+// Whether item j of a NumberList may be written in place with `item`: an
+// index in range, an int or float of the list's kind (what the generated
+// code writes in place).
+bool nlists_number_in_place(const NumberList& n, int64_t j, const Reg& item) {
+  if (!nlists_index(j, static_cast<int64_t>(n.bits.size()))) return false;
+  return (item.k == Reg::PyInt && n.kind == NumberKind::py_int) ||
+         (item.k == Reg::PyFloat && n.kind == NumberKind::py_float);
+}
+
 // Whether t[i][j] = item may be done in place (native_list2_set's ask).
 bool nlists_in_place(const FastLoop::Impl::State& st, int64_t obj, int64_t i, int64_t j,
                      const Reg& item) {
@@ -64,6 +74,7 @@ bool nlists_in_place(const FastLoop::Impl::State& st, int64_t obj, int64_t i, in
   if (!nlists_index(i, static_cast<int64_t>(rows.size()))) return false;
   const Value& row = rows[static_cast<size_t>(i)];
   if (!row.is_list() || row.is_tuple() || row.list_ptr().use_count() != 1) return false;
+  if (const NumberList* n = row.number_items()) return nlists_number_in_place(*n, j, item);
   const List& items = row.as_list();
   if (!nlists_index(j, static_cast<int64_t>(items.size()))) return false;
   const Value& old = items[static_cast<size_t>(j)];
@@ -82,6 +93,7 @@ bool nlists_flat_in_place(const FastLoop::Impl::State& st, int64_t obj, int64_t 
   if (others > 1 || (others == 1 && std::find(st.frame_lists.begin(), st.frame_lists.end(),
                                               p.get()) == st.frame_lists.end()))
     return false;
+  if (const NumberList* n = xs.number_items()) return nlists_number_in_place(*n, i, item);
   const List& items = *p;
   if (!nlists_index(i, static_cast<int64_t>(items.size()))) return false;
   const Value& old = items[static_cast<size_t>(i)];
@@ -147,15 +159,15 @@ const NativeValueLayout& native_value_layout() {
 
 namespace {
 
-const List* nlists_row(const FastLoop::Impl::State& st, int64_t obj, int64_t i) {
+// Row t[i] (a list or a tuple) of the list of lists at `obj`, or null.
+const Value* nlists_row(const FastLoop::Impl::State& st, int64_t obj, int64_t i) {
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return nullptr;
   const Value& t = st.objects[static_cast<size_t>(obj)];
   if (!t.is_list()) return nullptr;
   const List& rows = t.as_list();
   if (!nlists_index(i, static_cast<int64_t>(rows.size()))) return nullptr;
   const Value& row = rows[static_cast<size_t>(i)];
-  if (!row.is_list()) return nullptr;
-  return &row.as_list();
+  return row.is_list() ? &row : nullptr;
 }
 
 }  // namespace
@@ -168,22 +180,24 @@ extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_
     if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
     const Value& xs = st.objects[static_cast<size_t>(obj)];
     if (!xs.is_list() || xs.is_tuple()) return 1;
-    out[0] = static_cast<int64_t>(reinterpret_cast<intptr_t>(xs.as_list().data()));
-    out[1] = static_cast<int64_t>(xs.as_list().size());
+    native_list_site(xs, out);
     return 0;
   }
-  const List* row = nlists_row(st, obj, i);
+  const Value* row = nlists_row(st, obj, i);
   if (row == nullptr) return 1;
-  const List& items = *row;
   if (kind == kNativeRowMode) {
-    const Value& t = st.objects[static_cast<size_t>(obj)];
-    int64_t ii = i;
-    nlists_index(ii, static_cast<int64_t>(t.as_list().size()));
-    if (t.as_list()[static_cast<size_t>(ii)].is_tuple()) return 1;
-    out[0] = static_cast<int64_t>(reinterpret_cast<intptr_t>(items.data()));
-    out[1] = static_cast<int64_t>(items.size());
+    if (row->is_tuple()) return 1;
+    native_list_site(*row, out);
     return 0;
   }
+  if (const NumberList* n = row->number_items()) {
+    if (!nlists_index(j, static_cast<int64_t>(n->bits.size()))) return 1;
+    const Reg r = native_number_reg(*n, static_cast<size_t>(j));
+    if (r.k != kind) return 1;
+    *out = r.i;
+    return 0;
+  }
+  const List& items = row->as_list();
   if (!nlists_index(j, static_cast<int64_t>(items.size()))) return 1;
   return nlists_number(items[static_cast<size_t>(j)], kind, out) ? 0 : 1;
 }
@@ -198,6 +212,11 @@ extern "C" int32_t native_list2_set(NativeCtx* c, const int32_t* held, int64_t n
       nlists_aliased(held, nheld, r, obj))
     return 1;
   if (ask && nlists_in_place(st, obj, i, j, *item)) return 2;
+  // A row held unboxed is written in place (above) or by the interpreter,
+  // never written out here: bytes the call's log holds for it would be
+  // restored into bits no one reads.
+  if (const Value* row = nlists_row(st, obj, i); row != nullptr && row->number_items() != nullptr)
+    return 1;
   // A DP row is written left to right: the row the last write made its own
   // (in this call, so since the checkpoint; native code makes no tuples, so
   // it is still a list) takes the next write without the log's checks.
@@ -257,6 +276,8 @@ extern "C" int32_t native_list_set(NativeCtx* c, const int32_t* held, int64_t nh
       nlists_aliased(held, nheld, r, obj))
     return 1;
   if (ask && nlists_flat_in_place(st, obj, i, *item)) return 2;
+  // As native_list2_set: a list held unboxed is not written out here.
+  if (st.objects[static_cast<size_t>(obj)].number_items() != nullptr) return 1;
   const Value& held_xs = st.objects[static_cast<size_t>(obj)];
   if (c->owned_obj == obj && c->owned_row == nullptr && held_xs.is_list() &&
       held_xs.list_ptr().get() == c->owned_list && held_xs.list_ptr().use_count() == 1) {
@@ -317,9 +338,10 @@ extern "C" int64_t native_list2_len(NativeCtx* c, int64_t obj, int64_t i) {
   const FastLoop::Impl::State& st = *c->state;
   if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return -1;
   const Value& t = st.objects[static_cast<size_t>(obj)];
-  if (!t.is_list() || !nlists_index(i, static_cast<int64_t>(t.as_list().size()))) return -1;
+  if (!t.is_list() || !nlists_index(i, static_cast<int64_t>(t.list_size()))) return -1;
+  if (t.number_items() != nullptr) return -1;  // numbers have no len()
   const Value& item = t.as_list()[static_cast<size_t>(i)];
-  if (item.is_list()) return static_cast<int64_t>(item.as_list().size());
+  if (item.is_list()) return static_cast<int64_t>(item.list_size());
   if (!item.is_string()) return -1;
   for (char ch : item.as_string())
     if (static_cast<unsigned char>(ch) >= 0x80) return -1;  // len() counts characters
@@ -327,9 +349,10 @@ extern "C" int64_t native_list2_len(NativeCtx* c, int64_t obj, int64_t i) {
 }
 
 int native_table_kind(const Value& v) {
-  if (!v.is_list() || v.as_list().empty()) return -1;
+  if (!v.is_list() || v.number_items() != nullptr || v.as_list().empty()) return -1;
   const Value& row = v.as_list().front();
-  if (!row.is_list() || row.as_list().empty()) return -1;
+  if (!row.is_list() || row.list_size() == 0) return -1;
+  if (const NumberList* n = row.number_items()) return native_number_reg(*n, 0).k;
   Reg first;
   if (!FastLoop::Impl::scalar_of(row.as_list().front(), first)) return -1;
   return first.k;

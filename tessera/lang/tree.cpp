@@ -39,7 +39,8 @@ template <class F>
 void for_each_closure(const Value& v, int depth, F&& fn) {
   if (v.is_function()) {
     if (auto* c = dynamic_cast<const Closure*>(v.as_function().get())) fn(*c);
-  } else if (depth > 0 && v.is_list()) {
+  } else if (depth > 0 && v.is_list() && v.number_items() == nullptr) {
+    // (A list held unboxed holds numbers only, as a compact dict.)
     const List& l = v.as_list();
     for (size_t i = l.size() > kScanElements ? l.size() - kScanElements : 0; i < l.size(); ++i) {
       // Numbers and strings (a table's rows) hold no closure: no call for them.

@@ -70,6 +70,12 @@ PrimitiveSpec operator_spec(const char* name, BinaryOp op, const char* symbol, s
 bool join_into_temporary(Args& a, Value& out) {
   if (!a[0].is_list() || !a[1].is_list() || a[0].is_tuple() || a[1].is_tuple()) return false;
   for (size_t k : {size_t{1}, size_t{0}}) {
+    if (a[k].number_items() == nullptr) continue;
+    if (join_numbers_into_temporary(a.at(0), a.at(1), k == 0, out)) return true;
+  }
+  for (size_t k : {size_t{1}, size_t{0}}) {
+    // unique_list() and as_list() would write an unboxed list out as Values.
+    if (a[k].number_items() != nullptr || a[1 - k].number_items() != nullptr) continue;
     List* items = a.at(k).unique_list();
     if (items == nullptr) continue;
     const List& other = a[1 - k].as_list();

@@ -33,7 +33,7 @@ Value print_values(Args& a) {
 
 Value length(Args& a) {
   const Value& v = a[0];
-  if (v.is_list()) return Value(static_cast<int64_t>(v.as_list().size()));
+  if (v.is_list()) return Value(static_cast<int64_t>(v.list_size()));
   if (v.is_string()) return Value(utf8_length(v.as_string()));
   if (v.is_dict()) return Value(static_cast<int64_t>(v.as_dict().items.size()));
   if (v.is_array()) {

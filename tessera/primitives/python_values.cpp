@@ -173,9 +173,95 @@ bool python_operands(const Value& a, const Value& b) {
   return !(a.is_scalar() && b.is_scalar());
 }
 
+namespace {
+
+// The kind a list's items could be held unboxed as (NumberList): a list
+// held so, or a list of Python numbers of one kind (NumPy scalars stay
+// Values here: a 0-d array may be a view another array writes through).
+bool numbers_kind(const Value& list, NumberKind& kind) {
+  if (!list.is_list() || list.is_tuple()) return false;
+  if (const NumberList* n = list.number_items()) {
+    kind = n->kind;
+    return true;
+  }
+  const List& items = list.as_list();
+  if (items.empty() || !NumberList::python_kind(items[0], kind)) return false;
+  uint64_t bits;
+  for (const Value& v : items)
+    if (!NumberList::bits_of(v, kind, bits)) return false;
+  return true;
+}
+
+// Appends the items of `list` (of kind `kind`: numbers_kind) as bits.
+void append_bits(const Value& list, NumberKind kind, std::vector<uint64_t>& out) {
+  if (const NumberList* n = list.number_items()) {
+    out.insert(out.end(), n->bits.begin(), n->bits.end());
+    return;
+  }
+  uint64_t bits = 0;
+  for (const Value& v : list.as_list()) {
+    NumberList::bits_of(v, kind, bits);
+    out.push_back(bits);
+  }
+}
+
+// Small lists of Values stay Values: only a list held unboxed already, or
+// a repeat this long, is made a NumberList.
+constexpr size_t kNumberListFrom = 64;
+
+}  // namespace
+
+bool repeat_numbers(const Value& seq, int64_t n, Value& out) {
+  NumberKind kind;
+  if (!numbers_kind(seq, kind)) return false;
+  const size_t size = seq.list_size();
+  const size_t total = size * static_cast<size_t>(n);
+  if (total < kNumberListFrom && seq.number_items() == nullptr) return false;
+  std::vector<uint64_t> one;
+  append_bits(seq, kind, one);
+  std::vector<uint64_t> bits;
+  // Room for a few more: `[1] + [0] * n` then puts its 1 in front in place.
+  bits.reserve(total + 16);
+  if (size == 1) {
+    bits.assign(total, one[0]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) bits.insert(bits.end(), one.begin(), one.end());
+  }
+  out = Value::number_list(kind, std::move(bits));
+  return true;
+}
+
+bool join_numbers(const Value& a, const Value& b, Value& out) {
+  if (a.number_items() == nullptr && b.number_items() == nullptr) return false;
+  NumberKind ka, kb;
+  if (!numbers_kind(a, ka) || !numbers_kind(b, kb) || ka != kb) return false;
+  std::vector<uint64_t> bits;
+  bits.reserve(a.list_size() + b.list_size());
+  append_bits(a, ka, bits);
+  append_bits(b, kb, bits);
+  out = Value::number_list(ka, std::move(bits));
+  return true;
+}
+
+bool join_numbers_into_temporary(Value& a, Value& b, bool take_a, Value& out) {
+  Value& held = take_a ? a : b;
+  const Value& other = take_a ? b : a;
+  NumberList* n = held.number_items();
+  if (n == nullptr || held.list_ptr().use_count() != 1 || &held == &other) return false;
+  NumberKind kind;
+  if (!numbers_kind(other, kind) || kind != n->kind) return false;
+  std::vector<uint64_t> more;
+  append_bits(other, kind, more);
+  if (n->bits.capacity() - n->bits.size() < more.size()) return false;
+  n->bits.insert(take_a ? n->bits.end() : n->bits.begin(), more.begin(), more.end());
+  out = std::move(held);
+  return true;
+}
+
 Value sequence_add(const Value& a, const Value& b, const char* op) {
   if (a.is_string() && b.is_string()) return Value(a.as_string() + b.as_string());
   if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
+    if (Value joined; join_numbers(a, b, joined)) return joined;
     List out = a.as_list();
     out.insert(out.end(), b.as_list().begin(), b.as_list().end());
     return same_kind(a, std::move(out));
@@ -217,6 +303,7 @@ Value sequence_multiply(const Value& a, const Value& b, const char* op) {
     for (int64_t i = 0; i < n; ++i) out += seq.as_string();
     return Value(std::move(out));
   }
+  if (Value numbers; repeat_numbers(seq, n, numbers)) return numbers;
   List out;
   // A long list gets room for a few more items: `[1] + [0] * n` then puts
   // its 1 in front in place (arithmetic.cpp, join_into_temporary) instead
@@ -372,6 +459,16 @@ Value sequence_getitem(const Value& container, const List& indices, const char* 
       }
       return Value(std::string(1, text[static_cast<size_t>(i < 0 ? i + n : i)]));
     }
+  }
+  if (!is_str && container.number_items() != nullptr && as_index(indices[0])) {
+    // An item of a list held unboxed, without writing the list out as Values.
+    const auto n = static_cast<int64_t>(container.list_size());
+    const int64_t i = *as_index(indices[0]);
+    if (i < -n || i >= n) {
+      throw std::out_of_range(error_message("[", op, "] ", name, " index ", i,
+                                            " out of range (length ", n, ")"));
+    }
+    return container.list_item(static_cast<size_t>(i < 0 ? i + n : i));
   }
   std::vector<std::string> chars;
   if (is_str) chars = utf8_chars(container.as_string());

@@ -29,6 +29,15 @@ Value sequence_inplace_add(const Value& a, const Value& b, const char* op = "iad
 // a * b with one a list, tuple or string and the other an int (or bool):
 // repetition (a count <= 0 gives an empty one); other pairs raise TypeError.
 Value sequence_multiply(const Value& a, const Value& b, const char* op = "multiply");
+// Lists of numbers held unboxed (NumberList): `seq * n` of a list of
+// Python numbers of one kind (64 items or more) or of such a list, and
+// a + b of two lists of one kind of numbers, one held unboxed. False:
+// not so (the lists of Values then).
+bool repeat_numbers(const Value& seq, int64_t n, Value& out);
+bool join_numbers(const Value& a, const Value& b, Value& out);
+// `[1] + [0] * n`: the unboxed list (a if take_a, else b) that only this
+// call holds, with room, takes the other's items in place into `out`.
+bool join_numbers_into_temporary(Value& a, Value& b, bool take_a, Value& out);
 // Python's a OP b for a comparison op (equal, not_equal, less, ...) on
 // python_operands: == is structural (a tuple never equals a list), ordering
 // is lexicographic for strings, lists and tuples, TypeError otherwise.

@@ -356,7 +356,8 @@ void Args::pack_views() {
   for (Value& v : values_) {
     if (v.is_array()) {
       if (!v.as_array().is_contiguous()) v = Value(packed(v.as_array()));
-    } else if (v.is_list() && spec_->dtype_rule != DTypeRule::raw) {
+    } else if (v.is_list() && v.number_items() == nullptr && spec_->dtype_rule != DTypeRule::raw) {
+      // (A list held unboxed holds no array view: nothing to pack.)
       // (raw primitives, which hold list items as they are (append, extend,
       // to_tuple...), do not scan them: an append stays O(1).)
       const List& l = v.as_list();

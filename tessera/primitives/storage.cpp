@@ -285,6 +285,15 @@ void for_each_array(const Value& v, F&& f) {
     return;
   }
   if (!v.is_list()) return;
+  if (const NumberList* n = v.number_items()) {
+    // Numbers held unboxed, of one kind: a NumPy scalar's dtype seen once,
+    // the list not written out as Values.
+    if (!n->bits.empty()) {
+      const Value first = n->item(0);
+      if (first.is_array()) f(first.as_array());
+    }
+    return;
+  }
   // A flat list (an index such as [:, j], a list of arrays): its items, with
   // no stack to allocate (this runs for every primitive call).
   const List& top = v.as_list();

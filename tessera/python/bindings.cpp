@@ -513,6 +513,13 @@ PYBIND11_MODULE(_core, m) {
         return trace::stop_session();
       },
       "Stops recording and writes this locality's trace file; returns its path.");
+  m.def(
+      "_number_list_stats",
+      [] {
+        const tessera::NumberListStats s = tessera::number_list_stats();
+        return py::make_tuple(s.made, s.written_out);
+      },
+      "(made, written_out): lists held unboxed (NumberList) made, and written out as Values.");
   m.def("_trace_active", &trace::session_active, "Whether a trace is being recorded.");
   m.def("_trace_now", &trace::now_ns, "The trace clock (nanoseconds).");
   m.def("_trace_step", &trace::record_step, py::arg("iteration"), py::arg("t0"), py::arg("t1"),

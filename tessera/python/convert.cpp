@@ -413,6 +413,11 @@ py::object to_python(const Value& v) {
     case ValueKind::array: return array_to_python(v.as_array());
     case ValueKind::list: {
       NestingLevel level("tessera", v);
+      if (v.number_items() != nullptr) {  // numbers held unboxed: not written out as Values first
+        py::list out(v.list_size());
+        for (size_t i = 0; i < v.list_size(); ++i) out[i] = to_python(v.list_item(i));
+        return out;
+      }
       const List& items = v.as_list();
       if (v.is_tuple()) {
         py::tuple out(items.size());
