@@ -386,6 +386,17 @@ struct Gen {
   // kind item_kind says (another kind, or an index out of range: a bail).
   CV list_item(const FNode& n);
 
+  // ---- comprehensions and list concatenation (native_gen_comprehensions.cpp)
+  // `a + b` of two list expressions (a list variable, a display `[0]`, or
+  // another such `+`): native_list_concat's new list, a bail for anything
+  // it declines (a tuple, a string held in the variable).
+  bool list_expr(const FNode& n) const;
+  CV list_concat(const FNode& n);
+  // The kind of number the items of the list `n` gives are read as (-1: not
+  // known): a variable's item_kind, a display's first constant, the left
+  // operand's of `+` (else the right's), iterate()'s operand's.
+  int expr_item_kind(const FNode& n) const;
+
   // xs.append(v) of a number: native_list_append, which declines (a bail)
   // what the interpreter's append leaves to the general path (no list, a
   // list another register holds).
