@@ -334,6 +334,10 @@ CV Gen::eval_any(const FNode& n) {
     case Op::Var:
       return read(n.reg);
     case Op::Assign: {
+      if (views.count(n.reg)) {
+        view_assign(n.reg);
+        return CV{Reg::Nil};
+      }
       if (auto row = rows.find(n.reg); row != rows.end()) {
         set_row(n.reg, row->second, n.kids[0]);
         return CV{Reg::Nil};
@@ -895,6 +899,8 @@ void Gen::build(const std::string& name) {
   for (const auto& [r, row] : rows) rebinds[static_cast<size_t>(r)] = true;
   find_const_only();
   find_lists();
+  find_comprehensions();
+  find_views();
   strong.assign(nr, nullptr);
   regp = ctx_ptr(offsetof(NativeCtx, regs));
   asgp = ctx_ptr(offsetof(NativeCtx, assigned));

@@ -445,6 +445,9 @@ CV Gen::call(const FNode& n) {
     count(n.slot);
     return CV{Reg::Obj, obj};
   }
+  if (n.spec->name == "len" && n.kids.size() == 1 && n.kids[0].op == Op::Var &&
+      views.count(n.kids[0].reg))
+    return view_len(n);
   if (n.spec->name == "len" && n.kids.size() == 1 && lists) {
     if (n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 &&
         list_var(n.kids[0].kids[0]) && !dict_reg[n.kids[0].kids[0].reg])

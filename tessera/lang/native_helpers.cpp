@@ -187,7 +187,10 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_str_find),
                           reinterpret_cast<void*>(&native_list_str),
                           reinterpret_cast<void*>(&native_str_strip),
-                          reinterpret_cast<void*>(&native_list_concat)};
+                          reinterpret_cast<void*>(&native_list_concat),
+                          reinterpret_cast<void*>(&native_comp_room),
+                          reinterpret_cast<void*>(&native_comp_put),
+                          reinterpret_cast<void*>(&native_plain_list_len)};
 
 }  // namespace native_gen
 
