@@ -349,10 +349,9 @@ CV Gen::eval_any(const FNode& n) {
       }
       CV v = eval_any(n.kids[0]);
       if (v.k == Reg::Obj && item_kind[n.reg] < 0) {
-        // `x = block(..., acc)` (sum() of a comprehension): acc's items' kind.
-        const FNode* src = &n.kids[0];
-        while (src->op == Op::Block && !src->kids.empty()) src = &src->kids.back();
-        if (src->op == Op::Var && item_kind[src->reg] >= 0) item_kind[n.reg] = item_kind[src->reg];
+        // `x = block(..., acc)` (sum() of a comprehension): acc's items' kind
+        // (known once its append is emitted); `_it = iterate(x)`, `a + b`.
+        item_kind[n.reg] = expr_item_kind(n.kids[0]);
       }
       if (n.returned && v.k == Reg::Nil) {  // a function's None: the interpreter's
         bail_if(b.getTrue());

@@ -387,9 +387,9 @@ struct Gen {
   CV list_item(const FNode& n);
 
   // ---- comprehensions and list concatenation (native_gen_comprehensions.cpp)
-  // `a + b` of two list expressions (a list variable, a display `[0]`, or
-  // another such `+`): native_list_concat's new list, a bail for anything
-  // it declines (a tuple, a string held in the variable).
+  // `a + b` of two list expressions (a list variable, a display `[0]`, a
+  // comprehension, or another such `+`): native_list_concat's new list, a
+  // bail for anything it declines (a tuple, a string held in the variable).
   bool list_expr(const FNode& n) const;
   CV list_concat(const FNode& n);
   // The kind of number the items of the list `n` gives are read as (-1: not

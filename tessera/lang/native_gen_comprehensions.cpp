@@ -22,6 +22,14 @@ bool Gen::list_expr(const FNode& n) const {
     if (dict_reg[r] || str_reg(n.reg)) return false;
     return kind[r] == Reg::Obj || (kind[r] == Reg::Undef && regs[r].k == Reg::Obj);
   }
+  if (n.op == Op::Block && !n.kids.empty() && n.kids.back().op == Op::Var) {
+    // A comprehension: block(acc = list(), its loop, acc).
+    const int acc = n.kids.back().reg;
+    for (const FNode& k : n.kids)
+      if (k.op == Op::Assign && k.reg == acc && k.kids.size() == 1 && k.kids[0].op == Op::NewList)
+        return true;
+    return false;
+  }
   return n.op == Op::Binary && n.spec && n.spec->name == "add" && n.kids.size() == 2 &&
          list_expr(n.kids[0]) && list_expr(n.kids[1]);
 }
