@@ -98,7 +98,7 @@ def nested_in_loop(n):
 
 def overflows(n):
     # Python's ints do not overflow; the general path says so (OverflowError).
-    row = [2 ** 62]
+    row = [2 ** 60, 1]
     for _ in range(n):
         row = [x + x for x in row]
     return row
@@ -125,6 +125,16 @@ def breaks_out(xs, n):
     return got
 
 
+def str_item_late(xs, n):
+    # A string among ints, met after the buffer holds items: the turn goes back to
+    # its start and the general path raises Python's TypeError.
+    s = 0
+    for k in range(n):
+        ys = [x + k for x in xs]
+        s += ys[0]
+    return s
+
+
 CASES = [(pascal_row, (60,)),
          (pascal_row, (0,)),
          (zip_sums, ([1, 2, 3, 4], [10, 20], 3)),
@@ -141,10 +151,11 @@ CASES = [(pascal_row, (60,)),
          (int_float_view, ([1, 2, 3], 3)),
          (empty_lists, (4,)),
          (nested_in_loop, (8,)),
+         (overflows, (2,)),
          (overflows, (3,)),
-         (overflows, (4,)),
          (overflow_in_zip, (70,)),
-         (breaks_out, ([1, 2, 3, 4, 5], 4))]
+         (breaks_out, ([1, 2, 3, 4, 5], 4)),
+         (str_item_late, ([1, 2, 3, "four"], 3))]
 
 
 def _same(got, expected):
@@ -158,15 +169,20 @@ def _same(got, expected):
 @pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
 def test_agrees_with_python(f, args, threads):
     theirs, mine = copy.deepcopy(args), copy.deepcopy(args)
-    try:
-        expected = f(*theirs)
-    except Exception:  # noqa: BLE001 - Python's big ints: the general path raises
-        expected = None
-    try:
-        got = tessera.jit(f, threads=threads)(*mine)
-    except OverflowError:
-        assert f in (overflows, overflow_in_zip)
+    if f is str_item_late:
+        with pytest.raises(TypeError):
+            f(*theirs)
+        with pytest.raises(TypeError, match=r"test_native_comprehensions.py:\d+"):
+            tessera.jit(f, threads=threads)(*mine)
+        assert mine == theirs
         return
+    if (f, args[0]) in ((overflows, 3), (overflow_in_zip, 70)):
+        # Python's ints go past int64; tessera's general path raises at the line.
+        with pytest.raises(OverflowError, match=r"test_native_comprehensions.py:\d+"):
+            tessera.jit(f, threads=threads)(*mine)
+        return
+    expected = f(*theirs)
+    got = tessera.jit(f, threads=threads)(*mine)
     _same(got, expected)
     assert mine == theirs
 
@@ -194,7 +210,7 @@ def test_native_interpreter_and_general_print_the_same():
     results = lambda s: [ln for ln in s.splitlines() if not ln.startswith("counters")]  # noqa: E731
     assert native == out["interpreter"][0]  # counters too
     assert results(native) == results(out["general"][0])
-    assert "OverflowError" in native
+    assert "OverflowError" in native and "TypeError" in native
     for f in (pascal_row, zip_sums, squares_over, evens, filtered, joined, nested_in_loop,
               breaks_out, empty_lists):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
