@@ -35,6 +35,7 @@
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
+#include "tessera/lang/native_gen_comprehensions.hpp"
 #include "tessera/lang/native_helpers.hpp"
 #include "tessera/lang/native_lists.hpp"
 #include "tessera/lang/native_strings.hpp"
@@ -396,40 +397,13 @@ struct Gen {
   // known): a variable's item_kind, a display's first constant, the left
   // operand's of `+` (else the right's), iterate()'s operand's.
   int expr_item_kind(const FNode& n) const;
-  // A comprehension's list filled once, after its loop: `acc = list()`
-  // followed (acc not used in between) by a while loop that uses acc only
-  // as `acc = append(acc, x)` of numbers (find_comprehensions). Its items'
-  // payloads go into a buffer of the call's (native_comp_room), all of one
-  // kind, the kind of the first append emitted; when the loop ends
-  // (its end or a break) native_comp_put appends them to acc's list. No
-  // helper call per item, so the list reads' kept addresses stay good
-  // through the loop (list_epoch). A bail inside the loop leaves the
-  // buffer: the turn is redone from its start.
-  struct CompSite {
-    int reg = -1;
-    int kind = -1;
-    llvm::Value *buf = nullptr, *cap = nullptr, *n = nullptr;  // allocas
-  };
+  // Comprehensions filled once and views of `a + b` (native_gen_comprehensions.hpp).
   std::vector<CompSite> comp_sites;
   std::map<const FNode*, int> comp_loop, comp_append;
   void find_comprehensions();
   void comp_start(int site);
   CV comp_append_item(const FNode& n, int site);
   void comp_finish(int site);
-  // `_it = iterate(a + b)` (`for x in row + [0]`, zip's parts) where `_it`
-  // is only indexed and measured (`_it[k]`, `len(_it)`) in the statements
-  // of its block after it, which write none of a, b: no list made, `_it[k]`
-  // read from the parts (list variables, displays of constants) where they
-  // are, all of one kind of number (find_views). `views`: per register.
-  struct ViewPart {
-    const FNode* node = nullptr;  // a list variable or a display of constants
-    llvm::Value *obj = nullptr, *len = nullptr;  // allocas (a variable's)
-  };
-  struct View {
-    int kind = -1;
-    const FNode* assign = nullptr;
-    std::vector<ViewPart> parts;
-  };
   std::map<int, View> views;
   void find_views();
   void view_assign(int r);
