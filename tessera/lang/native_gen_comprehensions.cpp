@@ -20,6 +20,12 @@ bool Gen::list_expr(const FNode& n) const {
   if (n.op == Op::Var) {
     const auto r = static_cast<size_t>(n.reg);
     if (dict_reg[r] || str_reg(n.reg)) return false;
+    // A tuple when the loop starts (`t1 + t2`): left to the interpreter
+    // rather than compiled to bail at each turn.
+    if (regs[r].k == Reg::Obj) {
+      const auto o = static_cast<size_t>(regs[r].a);
+      if (o < objects.size() && (!objects[o].is_list() || objects[o].is_tuple())) return false;
+    }
     return kind[r] == Reg::Obj || (kind[r] == Reg::Undef && regs[r].k == Reg::Obj);
   }
   if (n.op == Op::Block && !n.kids.empty() && n.kids.back().op == Op::Var) {

@@ -135,6 +135,15 @@ def str_item_late(xs, n):
     return s
 
 
+def tuples_joined(t, u, n):
+    # Tuples, not lists: `+` left to the interpreter.
+    w = ()
+    for k in range(n):
+        w = t + u
+        k += len(w)
+    return w, k
+
+
 CASES = [(pascal_row, (60,)),
          (pascal_row, (0,)),
          (zip_sums, ([1, 2, 3, 4], [10, 20], 3)),
@@ -155,7 +164,8 @@ CASES = [(pascal_row, (60,)),
          (overflows, (3,)),
          (overflow_in_zip, (70,)),
          (breaks_out, ([1, 2, 3, 4, 5], 4)),
-         (str_item_late, ([1, 2, 3, "four"], 3))]
+         (str_item_late, ([1, 2, 3, "four"], 3)),
+         (tuples_joined, ((1, 2), (3.5,), 3))]
 
 
 def _same(got, expected):
