@@ -59,6 +59,9 @@ struct NativeLog {
   std::vector<NativeRange> ranges;
   std::vector<char> bytes;
   std::vector<std::pair<Array, Array>> copies;  // (array, its elements before)
+  // Per comprehension site of the code, the numbers its list gets when its
+  // loop ends (native_comprehensions.hpp).
+  std::vector<std::vector<int64_t>> comp_items;
 };
 
 struct NativeCtx {

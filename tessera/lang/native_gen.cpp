@@ -334,6 +334,10 @@ CV Gen::eval_any(const FNode& n) {
     case Op::Var:
       return read(n.reg);
     case Op::Assign: {
+      if (views.count(n.reg)) {
+        view_assign(n.reg);
+        return CV{Reg::Nil};
+      }
       if (auto row = rows.find(n.reg); row != rows.end()) {
         set_row(n.reg, row->second, n.kids[0]);
         return CV{Reg::Nil};
@@ -345,10 +349,9 @@ CV Gen::eval_any(const FNode& n) {
       }
       CV v = eval_any(n.kids[0]);
       if (v.k == Reg::Obj && item_kind[n.reg] < 0) {
-        // `x = block(..., acc)` (sum() of a comprehension): acc's items' kind.
-        const FNode* src = &n.kids[0];
-        while (src->op == Op::Block && !src->kids.empty()) src = &src->kids.back();
-        if (src->op == Op::Var && item_kind[src->reg] >= 0) item_kind[n.reg] = item_kind[src->reg];
+        // `x = block(..., acc)` (sum() of a comprehension): acc's items' kind
+        // (known once its append is emitted); `_it = iterate(x)`, `a + b`.
+        item_kind[n.reg] = expr_item_kind(n.kids[0]);
       }
       if (n.returned && v.k == Reg::Nil) {  // a function's None: the interpreter's
         bail_if(b.getTrue());
@@ -895,6 +898,8 @@ void Gen::build(const std::string& name) {
   for (const auto& [r, row] : rows) rebinds[static_cast<size_t>(r)] = true;
   find_const_only();
   find_lists();
+  find_comprehensions();
+  find_views();
   strong.assign(nr, nullptr);
   regp = ctx_ptr(offsetof(NativeCtx, regs));
   asgp = ctx_ptr(offsetof(NativeCtx, assigned));

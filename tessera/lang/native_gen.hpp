@@ -35,6 +35,7 @@
 #include "tessera/kernels/elementwise.hpp"
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
+#include "tessera/lang/native_gen_comprehensions.hpp"
 #include "tessera/lang/native_helpers.hpp"
 #include "tessera/lang/native_lists.hpp"
 #include "tessera/lang/native_strings.hpp"
@@ -385,6 +386,30 @@ struct Gen {
   // xs[i] of a list register and an int: native_list_get, for items of the
   // kind item_kind says (another kind, or an index out of range: a bail).
   CV list_item(const FNode& n);
+
+  // ---- comprehensions and list concatenation (native_gen_comprehensions.cpp)
+  // `a + b` of two list expressions (a list variable, a display `[0]`, a
+  // comprehension, or another such `+`): native_list_concat's new list, a
+  // bail for anything it declines (a tuple, a string held in the variable).
+  bool list_expr(const FNode& n) const;
+  CV list_concat(const FNode& n);
+  // The kind of number the items of the list `n` gives are read as (-1: not
+  // known): a variable's item_kind, a display's first constant, the left
+  // operand's of `+` (else the right's), iterate()'s operand's.
+  int expr_item_kind(const FNode& n) const;
+  // Comprehensions filled once and views of `a + b` (native_gen_comprehensions.hpp).
+  std::vector<CompSite> comp_sites;
+  std::map<const FNode*, int> comp_loop, comp_append;
+  void find_comprehensions();
+  void comp_start(int site);
+  CV comp_append_item(const FNode& n, int site);
+  void comp_finish(int site);
+  std::map<int, View> views;
+  void find_views();
+  void view_assign(int r);
+  CV view_item(const FNode& n);
+  CV view_len(const FNode& n);
+  llvm::Value* view_total(const View& v);
 
   // xs.append(v) of a number: native_list_append, which declines (a bail)
   // what the interpreter's append leaves to the general path (no list, a

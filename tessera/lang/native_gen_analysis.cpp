@@ -76,10 +76,13 @@ void Gen::find_lists() {
     more = false;
     for (const FNode* a : asg) {
       const FNode& v = a->kids[0];
-      const FNode* src = v.op == Op::Var ? &v : is_iterate(v) ? &v.kids[0] : nullptr;
-      if (src && src->op == Op::Var && item_kind[a->reg] < 0 && item_kind[src->reg] >= 0) {
-        item_kind[a->reg] = item_kind[src->reg];
-        more = true;
+      // (and `_it = iterate(row + [0])`, `row = block(..., acc)`: the
+      // kind of the items of the list the expression gives)
+      if (item_kind[a->reg] < 0) {
+        if (const int k = expr_item_kind(v); k >= 0) {
+          item_kind[a->reg] = k;
+          more = true;
+        }
       }
       if (v.op == Op::GetItem && v.kids.size() == 2 && v.kids[0].op == Op::Var &&
           item_kind[v.kids[0].reg] < 0 && is_scalar(regs[a->reg].k)) {

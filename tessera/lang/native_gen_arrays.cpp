@@ -337,6 +337,8 @@ CV Gen::getitem(const FNode& n) {
   if (n.kids.size() == 2 && n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 &&
       list_var(n.kids[0].kids[0]) && !dict_reg[n.kids[0].kids[0].reg])
     return list2_item(n);
+  if (n.kids[0].op == Op::Var && n.kids.size() == 2 && views.count(n.kids[0].reg))
+    return view_item(n);
   if (list_var(n.kids[0]) && n.kids.size() == 2) return list_item(n);
   if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
     throw Refuse{"indexing what is not an array variable"};

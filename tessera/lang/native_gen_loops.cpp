@@ -14,6 +14,8 @@
 namespace tessera::native_gen {
 
 CV Gen::while_(const FNode& n) {
+  const auto comp = comp_loop.find(&n);
+  if (comp != comp_loop.end()) comp_start(comp->second);
   llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
   llvm::Value* lk = e.CreateAlloca(i8);
   llvm::Value* lp = e.CreateAlloca(i64);
@@ -81,6 +83,7 @@ CV Gen::while_(const FNode& n) {
   b.CreateStore(to_payload(v), lp);
   b.CreateBr(head);
   b.SetInsertPoint(done);
+  if (comp != comp_loop.end()) comp_finish(comp->second);
   return CV{kDyn, b.CreateLoad(i8, lk), b.CreateLoad(i64, lp)};
 }
 

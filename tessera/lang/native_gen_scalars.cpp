@@ -311,6 +311,8 @@ CV Gen::binary(const FNode& n) {
     return char_compare(n);
   if (n.fast >= Fast::lt && n.fast <= Fast::ne && str_expr(n.kids[0]) && str_expr(n.kids[1]))
     return str_compare(n);
+  if (n.spec && n.spec->name == "add" && list_expr(n.kids[0]) && list_expr(n.kids[1]))
+    return list_concat(n);
   CV a = eval(n.kids[0]);
   CV c = eval(n.kids[1]);
   if (py_guards.count(&n)) {
@@ -332,6 +334,17 @@ CV Gen::binary(const FNode& n) {
     CV r = power(a, c);
     count(n.counter);
     return r;
+  }
+  if (n.fast == Fast::none && (n.spec->name == "minimum" || n.spec->name == "maximum") &&
+      (a.k == Reg::PyInt || a.k == Reg::NpInt) && (c.k == Reg::PyInt || c.k == Reg::NpInt) &&
+      !a.s && !c.s) {
+    // np.minimum of two ints (zip's length, min of the lists' len()):
+    // NumPy's int64, as the interpreter gives.
+    const bool lo = n.spec->name == "minimum";
+    llvm::Value* r = b.CreateSelect(lo ? b.CreateICmpSLE(a.v, c.v) : b.CreateICmpSGE(a.v, c.v),
+                                    a.v, c.v);
+    count(n.counter);
+    return CV{Reg::NpInt, r};
   }
   if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
   if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
@@ -432,6 +445,9 @@ CV Gen::call(const FNode& n) {
     count(n.slot);
     return CV{Reg::Obj, obj};
   }
+  if (n.spec->name == "len" && n.kids.size() == 1 && n.kids[0].op == Op::Var &&
+      views.count(n.kids[0].reg))
+    return view_len(n);
   if (n.spec->name == "len" && n.kids.size() == 1 && lists) {
     if (n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 &&
         list_var(n.kids[0].kids[0]) && !dict_reg[n.kids[0].kids[0].reg])

@@ -13,6 +13,7 @@
 #include "tessera/lang/nodes.hpp"
 #include "tessera/lang/native_arrays.hpp"
 #include "tessera/lang/native_calls.hpp"
+#include "tessera/lang/native_comprehensions.hpp"
 #include "tessera/lang/native_dicts.hpp"
 #include "tessera/lang/native_lists.hpp"
 #include "tessera/lang/native_strings.hpp"
@@ -185,7 +186,11 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_str_compare),
                           reinterpret_cast<void*>(&native_str_find),
                           reinterpret_cast<void*>(&native_list_str),
-                          reinterpret_cast<void*>(&native_str_strip)};
+                          reinterpret_cast<void*>(&native_str_strip),
+                          reinterpret_cast<void*>(&native_list_concat),
+                          reinterpret_cast<void*>(&native_comp_room),
+                          reinterpret_cast<void*>(&native_comp_put),
+                          reinterpret_cast<void*>(&native_plain_list_len)};
 
 }  // namespace native_gen
 

@@ -48,7 +48,7 @@ namespace native_gen {
 // The functions the generated code calls, by index into NativeCtx::helpers
 // (native_helpers()); a new one goes at the end (the disk cache's key
 // counts them).
-constexpr size_t kHelperCount = 34;
+constexpr size_t kHelperCount = 38;
 extern void* const kHelpers[kHelperCount];
 
 }  // namespace native_gen
