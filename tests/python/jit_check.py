@@ -83,6 +83,21 @@ def _mirrored_kind(e):
     return kinds[0] if len(kinds) == 1 else Exception
 
 
+def assert_identical(got, expected, path="result"):
+    """Asserts ``got`` equals ``expected`` exactly, with the same type at every
+    level (int, float, bool, np.float64, ... items of lists and tuples; arrays
+    of the same dtype): what the native list tests compare with Python."""
+    assert type(got) is type(expected), (path, got, expected)
+    if isinstance(expected, np.ndarray):
+        assert got.dtype == expected.dtype and np.array_equal(got, expected), (path, got, expected)
+    elif isinstance(expected, (list, tuple)):
+        assert len(got) == len(expected), (path, got, expected)
+        for k, (g, e) in enumerate(zip(got, expected)):
+            assert_identical(g, e, f"{path}[{k}]")
+    else:
+        assert got == expected, (path, got, expected)
+
+
 def assert_same(got, expected, rtol=1e-6, atol=1e-12, path="result"):
     """Asserts ``got`` (from tessera) matches ``expected`` (from NumPy)."""
     if isinstance(expected, np.ndarray) and expected.ndim == 0 and isinstance(got, np.generic):

@@ -12,7 +12,7 @@ import os
 import sys
 
 import pytest
-from jit_check import cases_script, loop_log_lines, run_on_every_path
+from jit_check import assert_identical, cases_script, loop_log_lines, run_on_every_path
 
 import tessera
 
@@ -168,13 +168,6 @@ CASES = [(pascal_row, (60,)),
          (tuples_joined, ((1, 2), (3.5,), 3))]
 
 
-def _same(got, expected):
-    assert got == expected, (got, expected)
-    assert type(got) is type(expected)
-    if isinstance(got, (list, tuple)):
-        for g, e in zip(got, expected):
-            _same(g, e)
-
 
 @pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
 def test_agrees_with_python(f, args, threads):
@@ -193,7 +186,7 @@ def test_agrees_with_python(f, args, threads):
         return
     expected = f(*theirs)
     got = tessera.jit(f, threads=threads)(*mine)
-    _same(got, expected)
+    assert_identical(got, expected)
     assert mine == theirs
 
 
@@ -214,7 +207,7 @@ _SCRIPT = cases_script("test_native_comprehensions") + """
 """
 
 
-def test_native_interpreter_and_general_print_the_same():
+def test_native_interpreter_and_general_print_theassert_identical():
     out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
     native, log = out["native"]
     results = lambda s: [ln for ln in s.splitlines() if not ln.startswith("counters")]  # noqa: E731

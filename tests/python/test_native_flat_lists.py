@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from jit_check import cases_script, loop_log_lines, run_on_every_path
+from jit_check import assert_identical, cases_script, loop_log_lines, run_on_every_path
 
 import tessera
 
@@ -288,18 +288,6 @@ CASES = [(coin_sums, (200, [1, 2, 5, 10, 20, 50, 100, 200])),
          (select_numpy_floats, (np.linspace(0.0, 1.0, 41), 0.5))]
 
 
-def _same(got, expected, path="result"):
-    # Values and the kind of every item (int, float, bool, str, list), recursively.
-    assert type(got) is type(expected), (path, got, expected)
-    if isinstance(expected, np.ndarray):
-        assert got.dtype == expected.dtype and np.array_equal(got, expected), (path, got, expected)
-    elif isinstance(expected, (list, tuple)):
-        assert len(got) == len(expected), (path, got, expected)
-        for k, (g, e) in enumerate(zip(got, expected)):
-            _same(g, e, f"{path}[{k}]")
-    else:
-        assert got == expected, (path, got, expected)
-
 
 @pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
 def test_agrees_with_python(f, args, threads):
@@ -312,8 +300,8 @@ def test_agrees_with_python(f, args, threads):
         assert mine == args  # a call that raises gives the caller's lists back as they were
         return
     got = tessera.jit(f)(*mine)
-    _same(got, expected)
-    _same(list(mine), list(theirs), "arguments")
+    assert_identical(got, expected)
+    assert_identical(list(mine), list(theirs), "arguments")
 
 
 def test_a_list_appended_to_itself_is_refused():
@@ -367,7 +355,7 @@ _SCRIPT = cases_script("test_native_flat_lists",
                        "for a in c[1])]")
 
 
-def test_native_interpreter_and_general_print_the_same():
+def test_native_interpreter_and_general_print_theassert_identical():
     out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
     native, log = out["native"]
     assert native == out["interpreter"][0] == out["general"][0]

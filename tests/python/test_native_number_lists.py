@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 import pytest
-from jit_check import cases_script, loop_log_lines, run_on_every_path
+from jit_check import assert_identical, cases_script, loop_log_lines, run_on_every_path
 
 import tessera
 from tessera import _core
@@ -168,18 +168,6 @@ CASES = [(coin_sums, (300, [1, 2, 5, 10, 20, 50, 100, 200])),
          (bails_late, (3000,))]
 
 
-def _same(got, expected, path="result"):
-    # Values and the kind of every item (int, float, bool, np.float64, ...), recursively.
-    assert type(got) is type(expected), (path, got, expected)
-    if isinstance(expected, np.ndarray):
-        assert got.dtype == expected.dtype and np.array_equal(got, expected), (path, got, expected)
-    elif isinstance(expected, (list, tuple)):
-        assert len(got) == len(expected), (path, got, expected)
-        for k, (g, e) in enumerate(zip(got, expected)):
-            _same(g, e, f"{path}[{k}]")
-    else:
-        assert got == expected, (path, got, expected)
-
 
 @pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
 def test_agrees_with_python(f, args, threads):
@@ -189,11 +177,11 @@ def test_agrees_with_python(f, args, threads):
     except Exception as e:  # noqa: BLE001 - the same exception is expected of the jit
         with pytest.raises(type(e)):
             tessera.jit(f)(*mine)
-        _same(list(mine), list(args), "arguments")
+        assert_identical(list(mine), list(args), "arguments")
         return
     got = tessera.jit(f)(*mine)
-    _same(got, expected)
-    _same(list(mine), list(theirs), "arguments")
+    assert_identical(got, expected)
+    assert_identical(list(mine), list(theirs), "arguments")
 
 
 def test_the_kernels_lists_stay_unboxed():
@@ -221,7 +209,7 @@ def test_out_of_range_names_its_line():
 _SCRIPT = cases_script("test_native_number_lists")
 
 
-def test_native_interpreter_and_general_print_the_same():
+def test_native_interpreter_and_general_print_theassert_identical():
     out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
     native, log = out["native"]
     assert native == out["interpreter"][0] == out["general"][0]
