@@ -374,16 +374,7 @@ class NcCompiler {
       } else if (op == "multiply") {
         out.v = checked(llvm::Intrinsic::smul_with_overflow, a, c);
       } else if (op == "floor_divide" || op == "mod") {
-        bail_if(b_.CreateOr(
-            b_.CreateICmpEQ(c, b_.getInt64(0)),
-            b_.CreateAnd(b_.CreateICmpEQ(a, b_.getInt64(INT64_MIN)),
-                         b_.CreateICmpEQ(c, b_.getInt64(-1)))));
-        llvm::Value* q = b_.CreateSDiv(a, c);
-        llvm::Value* rem = b_.CreateSRem(a, c);
-        llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(rem, b_.getInt64(0)),
-                                           b_.CreateICmpSLT(b_.CreateXor(rem, c), b_.getInt64(0)));
-        out.v = op == "mod" ? b_.CreateSelect(adjust, b_.CreateAdd(rem, c), rem)
-                            : b_.CreateSelect(adjust, b_.CreateSub(q, b_.getInt64(1)), q);
+        out.v = floor_div_mod(a, c, op == "mod");
       } else {
         return refuse(&p, "'" + op + "' of NumPy's ints is not compiled in native calls");
       }
@@ -402,6 +393,21 @@ class NcCompiler {
       return refuse(&p, "'" + op + "' of NumPy's floats is not compiled in native calls");
     }
     return true;
+  }
+
+  // Python's a // c (or a % c when `mod`) of two int64s: the floor of the
+  // quotient, the remainder with the divisor's sign. By zero, and
+  // INT64_MIN // -1: a bail to the general path.
+  llvm::Value* floor_div_mod(llvm::Value* a, llvm::Value* c, bool mod) {
+    bail_if(b_.CreateOr(b_.CreateICmpEQ(c, b_.getInt64(0)),
+                        b_.CreateAnd(b_.CreateICmpEQ(a, b_.getInt64(INT64_MIN)),
+                                     b_.CreateICmpEQ(c, b_.getInt64(-1)))));
+    llvm::Value* q = b_.CreateSDiv(a, c);
+    llvm::Value* r = b_.CreateSRem(a, c);
+    llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, b_.getInt64(0)),
+                                       b_.CreateICmpSLT(b_.CreateXor(r, c), b_.getInt64(0)));
+    return mod ? b_.CreateSelect(adjust, b_.CreateAdd(r, c), r)
+               : b_.CreateSelect(adjust, b_.CreateSub(q, b_.getInt64(1)), q);
   }
 
   llvm::Value* checked(llvm::Intrinsic::ID id, llvm::Value* x, llvm::Value* y) {
@@ -483,18 +489,7 @@ class NcCompiler {
         bail_if(b_.CreateICmpNE(b_.CreateAShr(r, c), a));
         out.v = r;
       } else if (op == "floor_divide" || op == "mod") {
-        // Python's: the floor of the quotient, the remainder with the
-        // divisor's sign. By zero, and INT64_MIN // -1: the general path.
-        bail_if(b_.CreateOr(
-            b_.CreateICmpEQ(c, b_.getInt64(0)),
-            b_.CreateAnd(b_.CreateICmpEQ(a, b_.getInt64(INT64_MIN)),
-                         b_.CreateICmpEQ(c, b_.getInt64(-1)))));
-        llvm::Value* q = b_.CreateSDiv(a, c);
-        llvm::Value* r = b_.CreateSRem(a, c);
-        llvm::Value* adjust = b_.CreateAnd(b_.CreateICmpNE(r, b_.getInt64(0)),
-                                           b_.CreateICmpSLT(b_.CreateXor(r, c), b_.getInt64(0)));
-        out.v = op == "mod" ? b_.CreateSelect(adjust, b_.CreateAdd(r, c), r)
-                            : b_.CreateSelect(adjust, b_.CreateSub(q, b_.getInt64(1)), q);
+        out.v = floor_div_mod(a, c, op == "mod");
       } else {
         return refuse(&p, "'" + op + "' of ints is not compiled in native calls");
       }
