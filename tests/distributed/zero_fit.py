@@ -87,8 +87,14 @@ class Held(nn.callbacks.Callback):
         self.seen += 1
 
 
+# On 4 localities (2 cores, ranks oversubscribed: CI's time) the optimizers
+# whose update reads more than the element (Adam's moments, Lamb's trust
+# ratios from the whole weights); SGD with momentum and Nadam on 2 only.
+OPTS_N = {k: v for k, v in OPTS.items() if N == 2 or k in ("adam", "lamb")}
+
+
 def check_normal():
-    for name, opt in OPTS.items():
+    for name, opt in OPTS_N.items():
         ref, l_ref = fit(opt, True)
         for stage in (1, 2, 3):
             held = Held(stage)
@@ -138,7 +144,7 @@ def check_clipnorm_normal():
 
 
 def check_bitwise():
-    for name, opt in OPTS.items():
+    for name, opt in OPTS_N.items():
         for clip in (None, 0.05):
             ref, l_ref = fit(lambda: opt(clip), True, deterministic=True)
             want = digest(ref)
@@ -286,7 +292,8 @@ def check_resume_across_meshes():
     on_mesh(None)
 
 
-check_errors()
+if N == 2:  # nothing in it depends on the number of localities
+    check_errors()
 check_normal()
 check_whole_on_demand()
 check_clipnorm_normal()
