@@ -784,6 +784,30 @@ struct Gen {
                       llvm::BasicBlock* done, llvm::Value* lk, llvm::Value* lp,
                       const std::set<const FNode*>& pr);
 
+  // range_chunks, with the flat lists of numbers the body reads and writes
+  // (table_plain registers) asked for once before the loop: their items'
+  // address, length, kind and the right to write them in place, the
+  // affine indices checked at the first and last turns, the writes logged
+  // there; when that fails, the per-access code (native_gen_list_hoist.cpp).
+  void hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value* e0,
+                            llvm::Value* lk, llvm::Value* lp, llvm::BasicBlock* done,
+                            const std::set<const FNode*>& pr);
+  struct ListSite {
+    const FNode* n;  // xs[i] or xs = setitem(xs, v, i)
+    int reg;
+    size_t at;       // the body's statement it is in
+  };
+  struct HoistedList {
+    llvm::Value *data, *len;  // the NumberList's items and their number
+    int want;                 // their ValueKind
+  };
+  void list_sites(const FNode& body, const RangeLoop& rl, std::vector<ListSite>& out);
+  std::map<int, HoistedList>* hoisted_lists = nullptr;  // while emitting such a loop
+  const HoistedList* hoisted_list(const FNode& n) const;
+  llvm::Value* hoisted_at(const FNode& n, const HoistedList& h, llvm::Value* i);
+  CV hoisted_item(const FNode& n, const HoistedList& h);
+  CV hoisted_write(const FNode& n, const HoistedList& h);
+
   // True when every element access under `n` is in `pr`.
   bool all_proven(const FNode& n, const std::set<const FNode*>& pr);
 
