@@ -802,6 +802,19 @@ struct Gen {
     int want;                 // their ValueKind
   };
   void list_sites(const FNode& body, const RangeLoop& rl, std::vector<ListSite>& out);
+  // The check before the loop (at least one turn, the lists' form, the
+  // affine indices, added to pr_h), then the log of what the loop writes.
+  llvm::Value* lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,
+                        llvm::Value* e0, std::map<int, HoistedList>& hl,
+                        std::set<const FNode*>& pr_h);
+  void prelog_lists(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,
+                    llvm::Value* e0, std::map<int, HoistedList>& hl);
+  // A range loop with lists that is the whole function (no loops inside, no
+  // arrays made): its turns with the lists asked for once, in chunks; else
+  // the general turns at `top`.
+  void top_lists(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
+                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
+                 llvm::Value* max_turns, llvm::Value* turns);
   std::map<int, HoistedList>* hoisted_lists = nullptr;  // while emitting such a loop
   const HoistedList* hoisted_list(const FNode& n) const;
   llvm::Value* hoisted_at(const FNode& n, const HoistedList& h, llvm::Value* i);

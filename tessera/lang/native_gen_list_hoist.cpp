@@ -65,15 +65,75 @@ void Gen::hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value*
     range_chunks(n, rl, e0, lk, lp, done, pr);
     return;
   }
+  std::map<int, HoistedList> hl;
+  std::set<const FNode*> pr_h = pr;
+  llvm::Value* k0 = b.CreateLoad(i64, val[rl.k]);
+  llvm::Value* ok = lists_ok(ss, rl, k0, e0, hl, pr_h);
+  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "list_hoisted", fn);
+  llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "list_sites", fn);
+  b.CreateCondBr(ok, fast, slow);
+  b.SetInsertPoint(fast);
+  prelog_lists(ss, rl, k0, e0, hl);
+  hoisted_lists = &hl;
+  range_chunks(n, rl, e0, lk, lp, done, pr_h);
+  hoisted_lists = nullptr;
+  b.SetInsertPoint(slow);
+  range_chunks(n, rl, e0, lk, lp, done, pr);
+}
+
+void Gen::top_lists(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
+                    llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
+                    llvm::Value* max_turns, llvm::Value* turns) {
+  std::vector<ListSite> ss;
+  list_sites(loop_body, rl, ss);
+  if (ss.empty()) {
+    b.CreateBr(top);
+    return;
+  }
+  // The loop is the whole function: its turns in chunks (a checkpoint
+  // between them, as the general turns take), a bail back to the call's
+  // start, where the caller undoes the log (the lists' writes logged
+  // before the loop with the rest), as the general turns' bails do.
+  llvm::Value* bad = b.getFalse();
+  if (maybe_undef[rl.k]) bad = b.CreateNot(b.CreateLoad(i1, def[rl.k]));
+  llvm::Value* e0 = end_value(rl, bad);
+  if (rl.step > 1)
+    bad = b.CreateOr(bad, b.CreateICmpSGT(e0, b.getInt64(INT64_MAX - (rl.step - 1))));
+  else if (rl.step < -1)
+    bad = b.CreateOr(bad, b.CreateICmpSLT(e0, b.getInt64(INT64_MIN - (rl.step + 1))));
+  llvm::BasicBlock* ask = llvm::BasicBlock::Create(ctx, "list_top_ask", fn);
+  b.CreateCondBr(bad, top, ask);
+  b.SetInsertPoint(ask);
+  std::map<int, HoistedList> hl;
+  std::set<const FNode*> pr_h;
+  // k + step cannot overflow: k < end before it, the end checked above.
+  pr_h.insert(rl.inc);
+  llvm::Value* k0 = b.CreateLoad(i64, val[rl.k]);
+  llvm::Value* ok = lists_ok(ss, rl, k0, e0, hl, pr_h);
+  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "list_hoisted", fn);
+  llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "list_chunk", fn);
+  b.CreateCondBr(ok, fast, top);
+  b.SetInsertPoint(fast);
+  prelog_lists(ss, rl, k0, e0, hl);
+  b.CreateBr(chunk);
+  chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, max_turns, turns, [&] {
+    hoisted_lists = &hl;
+    proven = &pr_h;
+    body_turn();
+    proven = nullptr;
+    hoisted_lists = nullptr;
+  });
+}
+
+llvm::Value* Gen::lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,
+                           llvm::Value* e0, std::map<int, HoistedList>& hl,
+                           std::set<const FNode*>& pr_h) {
   // Each list once: its items' address and number, and (when written) the
   // right to write it in place, from the helpers the sites call.
-  std::map<int, HoistedList> hl;
   std::set<int> written;
   for (const ListSite& s : ss)
     if (s.n->op == Op::SetItem) written.insert(s.reg);
-  llvm::Value* ok = b.getTrue();
-  llvm::Value* k0 = b.CreateLoad(i64, val[rl.k]);
-  ok = b.CreateAnd(ok, before(rl, k0, e0));  // at least one turn (the log's count below)
+  llvm::Value* ok = before(rl, k0, e0);  // at least one turn (the log's count)
   for (const ListSite& s : ss) {
     if (hl.count(s.reg)) continue;
     HoistedList h;
@@ -138,16 +198,11 @@ void Gen::hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value*
   // Indices affine in the counter: in [0, len) at the first and last turns
   // (their arithmetic then unchecked, as an array's); others checked at
   // each turn, against the length kept.
-  std::set<const FNode*> pr_h = pr;
   llvm::Value* last = last_turn(rl, k0, e0);
-  bool all_affine = true;
   for (const ListSite& s : ss) {
     const FNode& ix = s.n->kids[s.n->op == Op::GetItem ? 1 : 2];
     std::vector<const FNode*> ops;
-    if (affine(ix, rl, s.at, ops) == 2) {
-      if (s.n->op == Op::SetItem) all_affine = false;
-      continue;
-    }
+    if (affine(ix, rl, s.at, ops) == 2) continue;
     llvm::Value* bad = b.getFalse();
     const bool after = s.at > rl.inc_at;
     llvm::Value* lo = affine_at(ix, rl, after, k0, bad);
@@ -158,10 +213,19 @@ void Gen::hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value*
     pr_h.insert(s.n);
     pr_h.insert(ops.begin(), ops.end());
   }
-  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "list_hoisted", fn);
-  llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "list_sites", fn);
-  b.CreateCondBr(ok, fast, slow);
-  b.SetInsertPoint(fast);
+  return ok;
+}
+
+void Gen::prelog_lists(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,
+                       llvm::Value* e0, std::map<int, HoistedList>& hl) {
+  std::set<int> written;
+  bool all_affine = true;
+  for (const ListSite& s : ss) {
+    if (s.n->op != Op::SetItem) continue;
+    written.insert(s.reg);
+    std::vector<const FNode*> ops;
+    if (affine(s.n->kids[2], rl, s.at, ops) == 2) all_affine = false;
+  }
   // The old bytes of what the loop will write, for a bail: the whole list
   // once per call (as a site that wrote more than the list holds does:
   // row_ranged), or, when the loop writes a small part of a long list, the
@@ -214,11 +278,6 @@ void Gen::hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value*
     b.CreateBr(next);
     b.SetInsertPoint(next);
   }
-  hoisted_lists = &hl;
-  range_chunks(n, rl, e0, lk, lp, done, pr_h);
-  hoisted_lists = nullptr;
-  b.SetInsertPoint(slow);
-  range_chunks(n, rl, e0, lk, lp, done, pr);
 }
 
 const Gen::HoistedList* Gen::hoisted_list(const FNode& n) const {
