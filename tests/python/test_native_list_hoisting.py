@@ -97,7 +97,7 @@ def bails_in_a_long_list(n):
     # otherwise) before the interpreter redoes the turns.
     xs = [3] * 10_000
     for i in range(5000, 5000 + n):
-        xs[i] = xs[i - 1] * 3 % 1_000_003 + i
+        xs[i] = (xs[i] * 3 + xs[i - 1]) % 1_000_003
         if i == 5000 + n - 3:
             xs[i + 1] = 0.25
     return xs[5000 + n - 4:5000 + n + 1], sum(xs[:5000]), sum(xs[5000 + n:])
