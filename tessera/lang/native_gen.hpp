@@ -807,8 +807,9 @@ struct Gen {
   llvm::Value* lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,
                         llvm::Value* e0, std::map<int, HoistedList>& hl,
                         std::set<const FNode*>& pr_h);
+  // (`cap`: the most turns the call runs before its checkpoint, or null.)
   void prelog_lists(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,
-                    llvm::Value* e0, std::map<int, HoistedList>& hl);
+                    llvm::Value* e0, std::map<int, HoistedList>& hl, llvm::Value* cap);
   // A range loop with lists that is the whole function (no loops inside, no
   // arrays made): its turns with the lists asked for once, in chunks; else
   // the general turns at `top`.
