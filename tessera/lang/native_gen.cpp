@@ -995,11 +995,14 @@ void Gen::build(const std::string& name) {
   // A range loop with lists goes through the general turns (a bail there
   // goes back to the call's start, where the interpreter's roll-back
   // takes back the lists' changes; top_range's goes to the turn's start).
-  if (range_loop(loop_cond, loop_body, rl) && (rl.loops_in || !lists)) {
+  const bool ranged = range_loop(loop_cond, loop_body, rl);
+  if (ranged && (rl.loops_in || !lists)) {
     if (rl.loops_in)
       top_nest(rl, top, done, checkpoint, interrupted, max_turns, turns);
     else
       top_range(rl, top, done, checkpoint, interrupted, max_turns, turns);
+  } else if (ranged && !makes_arrays) {
+    top_lists(rl, top, done, checkpoint, interrupted, max_turns, turns);
   } else {
     b.CreateBr(top);
   }

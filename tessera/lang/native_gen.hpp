@@ -784,6 +784,44 @@ struct Gen {
                       llvm::BasicBlock* done, llvm::Value* lk, llvm::Value* lp,
                       const std::set<const FNode*>& pr);
 
+  // range_chunks, with the flat lists of numbers the body reads and writes
+  // (table_plain registers) asked for once before the loop: their items'
+  // address, length, kind and the right to write them in place, the
+  // affine indices checked at the first and last turns, the writes logged
+  // there; when that fails, the per-access code (native_gen_list_hoist.cpp).
+  void hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value* e0,
+                            llvm::Value* lk, llvm::Value* lp, llvm::BasicBlock* done,
+                            const std::set<const FNode*>& pr);
+  struct ListSite {
+    const FNode* n;  // xs[i] or xs = setitem(xs, v, i)
+    int reg;
+    size_t at;       // the body's statement it is in
+  };
+  struct HoistedList {
+    llvm::Value *data, *len;  // the NumberList's items and their number
+    int want;                 // their ValueKind
+  };
+  void list_sites(const FNode& body, const RangeLoop& rl, std::vector<ListSite>& out);
+  // The check before the loop (at least one turn, the lists' form, the
+  // affine indices, added to pr_h), then the log of what the loop writes.
+  llvm::Value* lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,
+                        llvm::Value* e0, std::map<int, HoistedList>& hl,
+                        std::set<const FNode*>& pr_h);
+  // (`cap`: the most turns the call runs before its checkpoint, or null.)
+  void prelog_lists(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,
+                    llvm::Value* e0, std::map<int, HoistedList>& hl, llvm::Value* cap);
+  // A range loop with lists that is the whole function (no loops inside, no
+  // arrays made): its turns with the lists asked for once, in chunks; else
+  // the general turns at `top`.
+  void top_lists(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
+                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
+                 llvm::Value* max_turns, llvm::Value* turns);
+  std::map<int, HoistedList>* hoisted_lists = nullptr;  // while emitting such a loop
+  const HoistedList* hoisted_list(const FNode& n) const;
+  llvm::Value* hoisted_at(const FNode& n, const HoistedList& h, llvm::Value* i);
+  CV hoisted_item(const FNode& n, const HoistedList& h);
+  CV hoisted_write(const FNode& n, const HoistedList& h);
+
   // True when every element access under `n` is in `pr`.
   bool all_proven(const FNode& n, const std::set<const FNode*>& pr);
 

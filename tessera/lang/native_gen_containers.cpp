@@ -53,6 +53,7 @@ void Gen::item_or_helper(llvm::Value* item, llvm::Value* out, const std::functio
 }
 
 CV Gen::list_item(const FNode& n) {
+  if (const HoistedList* h = hoisted_list(n)) return hoisted_item(n, *h);
   const int r = n.kids[0].reg;
   const int k = item_kind[r];
   if (k < 0) throw Refuse{"a list's items of a kind not known when compiled"};
@@ -485,6 +486,7 @@ CV Gen::list_setitem(const FNode& n) {
     count(inner.kids[0].counter);
   } else {
     if (!n.in_place || n.kids.size() != 3) throw Refuse{"a list write that is not xs[i] = v"};
+    if (const HoistedList* h = hoisted_list(n)) return hoisted_write(n, *h);
     const CV value = eval(n.kids[1]);
     const int written_kind = value.s ? -1 : value.k;
     llvm::Value* v = reg_arg(value);

@@ -47,7 +47,7 @@ CV Gen::while_(const FNode& n) {
       llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "proven_range", fn);
       b.CreateCondBr(bad, head, fast, unlikely());
       b.SetInsertPoint(fast);
-      range_chunks(n, rl, e0, lk, lp, done, *proven);
+      hoisted_range_chunks(n, rl, e0, lk, lp, done, *proven);
     } else {
     // Two versions: with the accesses checked once before the loop (and
     // their writes logged there), and as below when that check fails.
@@ -67,7 +67,7 @@ CV Gen::while_(const FNode& n) {
     b.SetInsertPoint(fast);
     prelog(rl, hs, k0, e0);
     for (int r : copy) snapshot_once(r);
-    range_chunks(n, rl, e0, lk, lp, done, pr);
+    hoisted_range_chunks(n, rl, e0, lk, lp, done, pr);
     }
   } else {
     b.CreateBr(head);
