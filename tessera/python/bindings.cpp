@@ -33,6 +33,7 @@
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/python/convert.hpp"
+#include "tessera/python/jit_entry.hpp"
 #include "tessera/python/sigint.hpp"
 #include "tessera/resilience/faults.hpp"
 #include "tessera/resilience/resilience.hpp"
@@ -148,16 +149,7 @@ py::object run_program(const Program& program, const py::list& args, bool consum
   // Handed over: the list lets go of its items, so arrays nothing else in
   // Python holds are the program's alone, freed at their last use in it.
   if (consume) PyList_SetSlice(args.ptr(), 0, PY_SSIZE_T_MAX, nullptr);
-  Value result;
-  {
-    SigintWatch watch;
-    py::gil_scoped_release release;
-    result = program.run(std::move(values));
-    await_sole_ownership(result);
-  }
-  py::object out = to_python(result);
-  drain_released_references();
-  return out;
+  return run_converted(program, std::move(values));
 }
 
 py::object call_function_handle(const FunctionHandle& f, const py::args& args,
@@ -213,6 +205,8 @@ PYBIND11_MODULE(_core, m) {
   m.add_object("CompileError", py::handle(compile_error));
   py::register_exception_translator(&translate);
   init_sigint(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>());
+
+  add_jit_entry(m);
 
   py::class_<Program>(m, "Program",
                       "A compiled program: parsed and compiled once, run many times.")
