@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-call overhead of tessera from Python (goal: under 20 us per call).
 
-Measures ``Program.run`` on trivial programs (``define(f, x, x) f`` with a small
+Measures ``Program.run`` and @tessera.jit calls of trivial programs (``define(f, x, x) f`` with a small
 array argument, and variants), which covers converting the arguments, releasing
 the GIL, handing the evaluation to a worker thread, waiting for it, and
 converting the result back. The reference measured in the same run is NumPy's
@@ -51,6 +51,25 @@ def measure(fn, calls=2000, rounds=15):
     return statistics.median(per_call)
 
 
+def empty(a, b):
+    return a
+
+
+def empty3(a, b, x):
+    return b
+
+
+def jit_cases(x):
+    """The fixed cost of a @tessera.jit call (the C entry, jit_entry.cpp), beside a
+    plain Python call of the same function."""
+    j_empty, j_empty3 = tessera.jit(empty), tessera.jit(empty3)
+    return [
+        ("@tessera.jit empty(a, b), two ints", lambda: j_empty(1, 2)),
+        ("@tessera.jit empty3(a, b, x), int, float, array", lambda: j_empty3(1, 2.0, x)),
+        ("plain Python empty(a, b) (reference)", lambda: empty(1, 2)),
+    ]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000, help="calls per round")
@@ -72,6 +91,7 @@ def main():
             lambda: _core.call_primitive("add", [x, 1.0], {}),
         ),
     ]
+    cases += jit_cases(x)
     numpy_us = measure(lambda: np.add(x, 0.0), args.calls, args.rounds)
 
     print(machine_line())

@@ -234,6 +234,7 @@ PyMemberDef entry_members[] = {
 }  // namespace
 
 py::object run_converted(const Program& program, std::vector<Value> values) {
+  DeferredReleases deferred;
   Value result;
   {
     SigintWatch watch;
