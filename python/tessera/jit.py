@@ -181,6 +181,11 @@ class JitFunction(_JitEntry):
         self._fast_keys: set = set()  # keys registered with the C entry
         self._last = None
 
+    def __reduce_ex__(self, protocol):
+        # copy.copy as before JitEntry: the attributes shared, the C entry's
+        # registrations not (the copy registers its own).
+        return (_JitEntry.__new__, (type(self),), dict(self.__dict__, _fast_keys=set()))
+
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
         if name in _FAST_SETTINGS and "_fast_keys" in self.__dict__:

@@ -9,6 +9,7 @@ handler installed between calls. At 1 and 2 threads, against plain Python,
 the loop interpreter and the general path (TESSERA_NATIVE=0,
 TESSERA_FAST_LOOPS=0)."""
 
+import copy
 import os
 import queue
 import signal
@@ -139,6 +140,16 @@ def test_functions_lists_and_settings_keep_the_python_dispatch(slow_calls):
     p(10)
     assert len(slow_calls) == n_before + 2
     assert p.counters()
+
+
+def test_a_copy_registers_its_own_programs(slow_calls):
+    g = tessera.jit(add)
+    g(1, 2)
+    h = copy.copy(g)
+    assert h is not g and h.__wrapped__ is add
+    for _ in range(3):
+        assert h(1, 2) == 3 and g(1, 2) == 3
+    assert slow_calls == ["add", "add"]  # g's first call, h's first call
 
 
 def test_eager_mode_is_seen_by_the_entry():
