@@ -50,7 +50,7 @@ except ImportError:  # translation only, without the extension
         def __call__(self, *args, **kwargs):
             return self._call(args, kwargs)
 
-        def _set_fast(self, key, program, constants):
+        def _set_fast(self, key, program, constants, threads):
             pass
 
         def _clear_fast(self):
@@ -330,14 +330,19 @@ class JitFunction(_JitEntry):
         """Lets the C entry run calls of this key itself when nothing of this
         method is needed for them (see tessera/python/jit_entry.cpp)."""
         prog, tr, specialized = entry
-        if (specialized or tr.writeback or tr.result_spec is not None or self.threads is not None
+        threads = self.threads
+        if threads is None:
+            threads = 0
+        elif type(threads) is not int or threads < 1:
+            return  # set_num_threads's error, from the Python dispatch
+        if (specialized or tr.writeback or tr.result_spec is not None
                 or self.performance or self.trace or self.eager or _eager
                 or not _fast_key(key)):
             return
         with self._lock:
             if key not in self._fast_keys:
                 self._fast_keys.add(key)
-                self._set_fast(key, prog, tuple(tr.constants))
+                self._set_fast(key, prog, tuple(tr.constants), threads)
 
     def _start_trace(self):
         """With ``trace``, a recording of this call (none inside another recording)."""

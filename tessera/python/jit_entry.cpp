@@ -4,7 +4,7 @@
 // this tp_call: the arguments' types are matched against the programs the
 // Python side registered (_set_fast) for calls it found plain (positional
 // arguments only, no function arguments, nothing given back in place, no
-// result conversion, no per-function threads / counters / trace), and a match
+// result conversion, no per-function counters or trace), and a match
 // runs the program directly. Anything else, a miss included, goes to the
 // Python method _call(args, kwargs), which does the full dispatch (and may
 // register the call's program for next time). A Python function around the
@@ -21,6 +21,7 @@
 
 #include "tessera/python/convert.hpp"
 #include "tessera/python/sigint.hpp"
+#include "tessera/runtime/scheduler.hpp"
 
 namespace tessera::python {
 namespace {
@@ -44,6 +45,7 @@ struct FastProgram {
   PyObject* program_object;  // a reference: keeps `program` alive
   const Program* program;
   PyObject* constants;  // a tuple appended to the arguments (a reference)
+  int threads;          // the function's threads= (0: none)
 };
 
 struct JitEntryObject {
@@ -115,6 +117,7 @@ PyObject* run_fast(JitEntryObject* self, const FastProgram& f, PyObject* const* 
   // Held for the call: another thread may register or clear programs (the
   // table moves) while this one runs without the GIL.
   const Program* program = f.program;
+  const int threads = f.threads;
   py::object program_object = py::reinterpret_borrow<py::object>(f.program_object);
   py::object constants = py::reinterpret_borrow<py::object>(f.constants ? f.constants : Py_None);
   Py_INCREF(f.program_object);
@@ -128,7 +131,7 @@ PyObject* run_fast(JitEntryObject* self, const FastProgram& f, PyObject* const* 
     WriteBackScope write_back;
     for (Py_ssize_t i = 0; i < n; ++i) values.push_back(to_value(args[i]));
     for (Py_ssize_t i = 0; i < n_constants; ++i) values.push_back(to_value(PyTuple_GET_ITEM(constants.ptr(), i)));
-    return run_converted(*program, std::move(values)).release().ptr();
+    return run_converted(*program, std::move(values), threads).release().ptr();
   } catch (py::error_already_set& e) {
     e.restore();
   } catch (...) {
@@ -180,13 +183,13 @@ PyObject* entry_new(PyTypeObject* type, PyObject*, PyObject*) {
   return reinterpret_cast<PyObject*>(self);
 }
 
-// _set_fast(key, program, constants): calls whose arguments give `key`
-// (jit.py's cache key: types, and (dtype.char, ndim) for arrays) run
-// `program` with `constants` appended.
+// _set_fast(key, program, constants, threads): calls whose arguments give
+// `key` (jit.py's cache key: types, and (dtype.char, ndim) for arrays) run
+// `program` with `constants` appended, on `threads` workers (0: as they are).
 PyObject* entry_set_fast(PyObject* self_object, PyObject* const* args, Py_ssize_t n) {
   auto* self = reinterpret_cast<JitEntryObject*>(self_object);
-  if (n != 3 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[2])) {
-    PyErr_SetString(PyExc_TypeError, "_set_fast(key: tuple, program, constants: tuple)");
+  if (n != 4 || !PyTuple_Check(args[0]) || !PyTuple_Check(args[2]) || !PyLong_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "_set_fast(key: tuple, program, constants: tuple, threads: int)");
     return nullptr;
   }
   try {
@@ -201,6 +204,8 @@ PyObject* entry_set_fast(PyObject* self_object, PyObject* const* args, Py_ssize_
       }
     }
     if (static_cast<Py_ssize_t>(f.key.size()) > kMaxFastArgs) Py_RETURN_NONE;
+    f.threads = py::handle(args[3]).cast<int>();
+    if (f.threads < 0) Py_RETURN_NONE;
     f.program = py::handle(args[1]).cast<const Program*>();
     f.program_object = Py_NewRef(args[1]);
     f.constants = PyTuple_GET_SIZE(args[2]) ? Py_NewRef(args[2]) : nullptr;
@@ -233,12 +238,15 @@ PyMemberDef entry_members[] = {
 
 }  // namespace
 
-py::object run_converted(const Program& program, std::vector<Value> values) {
+py::object run_converted(const Program& program, std::vector<Value> values, int threads) {
   DeferredReleases deferred;
   Value result;
   {
     SigintWatch watch;
     py::gil_scoped_release release;
+    // As jit.py sets a function's threads= (without the GIL: a resize waits
+    // for running evaluations, which may want it back).
+    if (threads > 0 && num_threads() != threads) set_num_threads(threads);
     result = program.run(std::move(values));
     await_sole_ownership(result);
   }

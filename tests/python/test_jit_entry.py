@@ -142,6 +142,22 @@ def test_functions_lists_and_settings_keep_the_python_dispatch(slow_calls):
     assert p.counters()
 
 
+def test_threads_of_a_function_are_set_by_the_entry(slow_calls):
+    before = _core.num_threads()
+    one, two = tessera.jit(count_to, threads=1), tessera.jit(count_to, threads=2)
+    try:
+        for f, n in [(one, 1), (two, 2), (one, 1), (two, 2), (one, 1)]:
+            assert f(100) == sum(range(100))
+            assert _core.num_threads() == n
+        assert slow_calls == ["count_to", "count_to"]  # one per function
+        bad = tessera.jit(count_to, threads=0)
+        for _ in range(2):
+            with pytest.raises(ValueError, match="set_num_threads"):
+                bad(3)
+    finally:
+        _core.set_num_threads(before)
+
+
 def test_a_copy_registers_its_own_programs(slow_calls):
     g = tessera.jit(add)
     g(1, 2)
