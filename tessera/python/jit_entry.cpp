@@ -7,8 +7,8 @@
 // result conversion, no per-function counters or trace), and a match
 // runs the program directly. Anything else, a miss included, goes to the
 // Python method _call(args, kwargs), which does the full dispatch (and may
-// register the call's program for next time). A Python function around the
-// call cost about 1.5 us of a 3.9 us empty call.
+// register the call's program for next time). jit.py's Python __call__ was
+// about 1.4 us of the 3.1 us (CPU) of an empty call.
 #include "tessera/python/jit_entry.hpp"
 
 #include <pybind11/numpy.h>
