@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Per-call overhead of tessera from Python (goal: under 20 us per call).
 
-Measures ``Program.run`` on trivial programs (``define(f, x, x) f`` with a small
+Measures ``Program.run`` and @tessera.jit calls of trivial programs (``define(f, x, x) f`` with a small
 array argument, and variants), which covers converting the arguments, releasing
 the GIL, handing the evaluation to a worker thread, waiting for it, and
 converting the result back. The reference measured in the same run is NumPy's
@@ -40,15 +40,41 @@ def machine_line():
 
 def measure(fn, calls=2000, rounds=15):
     """Median over `rounds` of the mean time per call (in us) of `calls` calls of fn()."""
+    return measure_both(fn, calls, rounds)[0]
+
+
+def measure_both(fn, calls=2000, rounds=15):
+    """(wall, CPU) per call in us, medians over `rounds`: the calling thread's CPU
+    time, which a loaded machine inflates much less than the wall time."""
     for _ in range(min(calls, 200)):  # warm up (first evaluation, caches, thread start)
         fn()
-    per_call = []
+    wall, cpu = [], []
     for _ in range(rounds):
-        t0 = time.perf_counter_ns()
+        t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
         for _ in range(calls):
             fn()
-        per_call.append((time.perf_counter_ns() - t0) / calls / 1000.0)
-    return statistics.median(per_call)
+        cpu.append((time.thread_time_ns() - c0) / calls / 1000.0)
+        wall.append((time.perf_counter_ns() - t0) / calls / 1000.0)
+    return statistics.median(wall), statistics.median(cpu)
+
+
+def empty(a, b):
+    return a
+
+
+def empty3(a, b, x):
+    return b
+
+
+def jit_cases(x):
+    """The fixed cost of a @tessera.jit call (the C entry, jit_entry.cpp), beside a
+    plain Python call of the same function."""
+    j_empty, j_empty3 = tessera.jit(empty), tessera.jit(empty3)
+    return [
+        ("@tessera.jit empty(a, b), two ints", lambda: j_empty(1, 2)),
+        ("@tessera.jit empty3(a, b, x), int, float, array", lambda: j_empty3(1, 2.0, x)),
+        ("plain Python empty(a, b) (reference)", lambda: empty(1, 2)),
+    ]
 
 
 def main():
@@ -72,6 +98,7 @@ def main():
             lambda: _core.call_primitive("add", [x, 1.0], {}),
         ),
     ]
+    cases += jit_cases(x)
     numpy_us = measure(lambda: np.add(x, 0.0), args.calls, args.rounds)
 
     print(machine_line())
@@ -86,9 +113,10 @@ def main():
         _core.set_num_threads(threads)
         print(f"\nthreads: {threads}")
         for name, fn in cases:
-            us = measure(fn, args.calls, args.rounds)
+            us, cpu = measure_both(fn, args.calls, args.rounds)
             verdict = "ok" if us < 20.0 else "over the 20 us goal"
-            print(f"  {name:52s} {us:8.2f} us  ({us / numpy_us:5.1f}x NumPy call)  {verdict}")
+            print(f"  {name:52s} {us:8.2f} us (CPU {cpu:6.2f} us)  ({us / numpy_us:5.1f}x NumPy call)"
+                  f"  {verdict}")
     _core.set_num_threads(before)
 
 

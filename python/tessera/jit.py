@@ -37,6 +37,28 @@ __all__ = ["jit", "set_eager", "is_eager", "UnsupportedError", "JitFunction"]
 
 _eager = os.environ.get("TESSERA_EAGER", "") not in ("", "0")
 
+try:
+    from ._core import JitEntry as _JitEntry
+    from ._core import _set_jit_eager
+except ImportError:  # translation only, without the extension
+
+    class _JitEntry:
+        """What tessera._core.JitEntry does, without its fast path."""
+
+        _last = None
+
+        def __call__(self, *args, **kwargs):
+            return self._call(args, kwargs)
+
+        def _set_fast(self, key, program, constants, threads):
+            pass
+
+        def _clear_fast(self):
+            pass
+
+    def _set_jit_eager(enabled):
+        pass
+
 
 def set_eager(enabled: bool = True) -> None:
     """Module-level switch: when on, every jit function runs as the plain
@@ -44,6 +66,7 @@ def set_eager(enabled: bool = True) -> None:
     environment variable ``TESSERA_EAGER=1`` turns it on at import."""
     global _eager
     _eager = bool(enabled)
+    _set_jit_eager(_eager)
 
 
 def is_eager() -> bool:
@@ -107,7 +130,19 @@ def _is_function_arg(a) -> bool:
     )
 
 
-class JitFunction:
+# Settings of a JitFunction that the C entry's fast path does not look at:
+# changing one forgets its registered programs.
+_FAST_SETTINGS = frozenset({"eager", "threads", "performance", "trace"})
+
+
+def _fast_key(key) -> bool:
+    """Whether a cache key can be matched by the C entry (JitEntry): arrays and
+    types that are never functions, so an argument's type is its key."""
+    return all(type(k) is tuple or k in _PLAIN_TYPES
+               or (isinstance(k, type) and issubclass(k, np.generic)) for k in key)
+
+
+class JitFunction(_JitEntry):
     """A Python function compiled through tessera.  Call it like the original.
 
     Attributes: ``code`` (the generated program text), ``tree()`` (Graphviz
@@ -143,7 +178,19 @@ class JitFunction:
         self._specialized: dict = {}  # (function arguments, writeback) -> Translation
         self._written: tuple | None = None  # parameters changed in place (_list_args.py)
         self._programs: dict = {}
+        self._fast_keys: set = set()  # keys registered with the C entry
         self._last = None
+
+    def __reduce_ex__(self, protocol):
+        # copy.copy as before JitEntry: the attributes shared, the C entry's
+        # registrations not (the copy registers its own).
+        return (_JitEntry.__new__, (type(self),), dict(self.__dict__, _fast_keys=set()))
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name in _FAST_SETTINGS and "_fast_keys" in self.__dict__:
+            self._clear_fast()
+            self._fast_keys.clear()
 
     # ------------------------------------------------------------------ translation
 
@@ -210,10 +257,15 @@ class JitFunction:
 
     # ------------------------------------------------------------------ calling
 
-    def __call__(self, *args, **kwargs):
+    # __call__ is JitEntry's (C): a call of argument types registered with
+    # _set_fast runs there; every other call comes here.
+    def _call(self, args, kwargs):
+        if kwargs is None:
+            kwargs = {}
         if self.eager or _eager:
             return self.__wrapped__(*args, **kwargs)
-        if kwargs or len(args) != self._plain_arity:
+        plain = not kwargs and len(args) == self._plain_arity
+        if not plain:
             try:
                 bound = self._signature.bind(*args, **kwargs)
             except TypeError as e:
@@ -232,6 +284,8 @@ class JitFunction:
                 entry = self._program(key, args)
         prog, tr, specialized = entry
         self._last = prog
+        if plain and key not in self._fast_keys:
+            self._register_fast(key, entry)
         if tr.writeback:
             shared = shared_container(args, list(self._signature.parameters))
             if shared is not None:
@@ -271,6 +325,24 @@ class JitFunction:
         if tr.result_spec is not None:
             return convert_result(result, tr.result_spec)
         return result
+
+    def _register_fast(self, key, entry):
+        """Lets the C entry run calls of this key itself when nothing of this
+        method is needed for them (see tessera/python/jit_entry.cpp)."""
+        prog, tr, specialized = entry
+        threads = self.threads
+        if threads is None:
+            threads = 0
+        elif type(threads) is not int or threads < 1:
+            return  # set_num_threads's error, from the Python dispatch
+        if (specialized or tr.writeback or tr.result_spec is not None
+                or self.performance or self.trace or self.eager or _eager
+                or not _fast_key(key)):
+            return
+        with self._lock:
+            if key not in self._fast_keys:
+                self._fast_keys.add(key)
+                self._set_fast(key, prog, tuple(tr.constants), threads)
 
     def _start_trace(self):
         """With ``trace``, a recording of this call (none inside another recording)."""
@@ -381,3 +453,12 @@ def _assertion_error(msg: str) -> Exception:
     if m and m.group(1) in _EXPANSION_KINDS:
         return _EXPANSION_KINDS[m.group(1)](m.group(2))
     return AssertionError(msg)
+
+
+try:
+    from ._core import _set_jit_assertion_error
+except ImportError:
+    pass
+else:
+    _set_jit_assertion_error(_assertion_error)
+    _set_jit_eager(_eager)

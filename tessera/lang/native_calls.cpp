@@ -365,16 +365,28 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
       return false;
     }
   }
+  // A function called again and again from Python (the jit entry) with the
+  // same kinds finds its code without the cache's lock and map: the cache
+  // keeps every code it was asked for alive, so the address in the key
+  // names the same function for the whole process.
+  thread_local const FunctionCode* last_code = nullptr;
+  thread_local std::vector<NcKind> last_args;
+  thread_local const NcCompiled* last_compiled = nullptr;
   const NcCompiled* compiled;
-  {
-    NcCache& cache = nc_cache();
-    std::lock_guard<std::mutex> lock(cache.mu);
-    auto it = cache.entries.find(key);
-    if (it == cache.entries.end()) {
-      it = cache.entries.emplace(key, std::make_pair(closure.code_ptr(), nc_compile(closure, key.args)))
-               .first;
+  if (last_compiled && last_code == &code && last_args == key.args) {
+    compiled = last_compiled;
+  } else {
+    {
+      NcCache& cache = nc_cache();
+      std::lock_guard<std::mutex> lock(cache.mu);
+      auto it = cache.entries.find(key);
+      if (it == cache.entries.end()) {
+        it = cache.entries.emplace(key, std::make_pair(closure.code_ptr(), nc_compile(closure, key.args)))
+                 .first;
+      }
+      compiled = &it->second.second;  // std::map: stable
     }
-    compiled = &it->second.second;  // std::map: stable
+    last_code = &code, last_args = key.args, last_compiled = compiled;
   }
   if (!compiled->entry || !nc_guards_hold(*compiled, closure)) return false;
   int64_t result = 0;

@@ -33,6 +33,8 @@
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
 #include "tessera/python/convert.hpp"
+#include "tessera/python/jit_entry.hpp"
+#include "tessera/python/sigint.hpp"
 #include "tessera/resilience/faults.hpp"
 #include "tessera/resilience/resilience.hpp"
 #include "tessera/runtime/interrupt.hpp"
@@ -88,45 +90,6 @@ TiledHandle make_tiled(py::handle tile, const Shape& shape,
                                               shape_str(t.tile.shape())));
   }
   return TiledHandle{Value(std::move(t))};
-}
-
-// Ctrl-C during a run. While the GIL is released Python cannot run its
-// SIGINT handler, and the evaluation may be an endless loop on this very
-// thread, so polling from here would not do. Instead a C handler sits in
-// front of Python's: it asks the runtime to stop (loops and tiles check the
-// flag) and forwards the signal to Python's C handler, which marks it
-// pending; the failed run (Interrupted) then lets Python run its handler
-// (KeyboardInterrupt, or whatever the user installed). Outside runs the
-// forwarding makes it invisible.
-unsigned long g_main_thread = 0;
-struct sigaction g_python_sigint;  // the handler ours forwards to
-
-extern "C" void on_sigint(int sig) {
-  if (g_python_sigint.sa_flags & SA_SIGINFO) return;
-  void (*forward)(int) = g_python_sigint.sa_handler;
-  if (forward == SIG_DFL || forward == SIG_IGN || forward == nullptr) return;
-  request_interrupt();
-  forward(sig);
-}
-
-// Before each run from the main thread: clears the flag and puts our handler
-// in front of Python's unless it is there already (one system call; Python
-// reinstalls its own on signal.signal(), and SIG_IGN / SIG_DFL or a siginfo
-// handler are left alone: SIGINT ignored stays ignored).
-void watch_sigint() {
-  clear_interrupt();
-  if (PyThread_get_thread_ident() != g_main_thread) return;
-  struct sigaction current;
-  if (sigaction(SIGINT, nullptr, &current) != 0) return;
-  if (current.sa_flags & SA_SIGINFO) return;
-  if (current.sa_handler == &on_sigint) return;
-  if (current.sa_handler == SIG_IGN || current.sa_handler == SIG_DFL) return;
-  g_python_sigint = current;
-  struct sigaction mine {};
-  mine.sa_handler = &on_sigint;
-  sigemptyset(&mine.sa_mask);
-  mine.sa_flags = current.sa_flags;
-  sigaction(SIGINT, &mine, nullptr);
 }
 
 // tessera._core.CompileError (created at import, never freed).
@@ -186,16 +149,7 @@ py::object run_program(const Program& program, const py::list& args, bool consum
   // Handed over: the list lets go of its items, so arrays nothing else in
   // Python holds are the program's alone, freed at their last use in it.
   if (consume) PyList_SetSlice(args.ptr(), 0, PY_SSIZE_T_MAX, nullptr);
-  Value result;
-  {
-    watch_sigint();
-    py::gil_scoped_release release;
-    result = program.run(std::move(values));
-    await_sole_ownership(result);
-  }
-  py::object out = to_python(result);
-  drain_released_references();
-  return out;
+  return run_converted(program, std::move(values));
 }
 
 py::object call_function_handle(const FunctionHandle& f, const py::args& args,
@@ -207,7 +161,7 @@ py::object call_function_handle(const FunctionHandle& f, const py::args& args,
   for (auto [k, v] : kwargs) call_args.push_back({std::string(py::str(k)), to_value(v)});
   Value fn = f.fn, result;
   {
-    watch_sigint();
+    SigintWatch watch;
     py::gil_scoped_release release;
     result = tessera::call_function(fn, std::move(call_args));
     await_sole_ownership(result);
@@ -250,10 +204,9 @@ PYBIND11_MODULE(_core, m) {
   if (!compile_error) throw py::error_already_set();
   m.add_object("CompileError", py::handle(compile_error));
   py::register_exception_translator(&translate);
-  g_main_thread = py::module_::import("threading")
-                      .attr("main_thread")()
-                      .attr("ident")
-                      .cast<unsigned long>();
+  init_sigint(py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>());
+
+  add_jit_entry(m);
 
   py::class_<Program>(m, "Program",
                       "A compiled program: parsed and compiled once, run many times.")

@@ -64,6 +64,9 @@ struct References {
   std::mutex mutex;
   std::unordered_multimap<const void*, PyObject*> wrapped;  // buffer -> owner
   std::vector<PyObject*> pending;
+  // Whether `pending` may hold something: every call from Python drains, and
+  // the mutex was a tenth of an empty jit call's cost.
+  std::atomic<bool> any_pending{false};
   std::atomic<bool> stopped{false};
 };
 
@@ -76,6 +79,8 @@ int drain_pending_call(void*) {
   drain_released_references();
   return 0;
 }
+
+thread_local std::vector<PyObject*>* tl_deferred = nullptr;
 
 void release_python_reference(const void* data, PyObject* obj) {
   References& r = references();
@@ -90,9 +95,14 @@ void release_python_reference(const void* data, PyObject* obj) {
       }
     }
     if (r.stopped.load()) return;  // the interpreter is shutting down: leak
+    if (!PyGILState_Check() && tl_deferred != nullptr) {
+      tl_deferred->push_back(obj);  // dropped by this thread's DeferredReleases
+      return;
+    }
     if (!PyGILState_Check()) {
       schedule = r.pending.empty();
       r.pending.push_back(obj);
+      r.any_pending.store(true, std::memory_order_release);
       obj = nullptr;
     }
   }
@@ -386,6 +396,13 @@ py::object array_to_python(const Array& a) {
 
 }  // namespace
 
+DeferredReleases::DeferredReleases() : saved_(tl_deferred) { tl_deferred = &references_; }
+
+DeferredReleases::~DeferredReleases() {
+  tl_deferred = saved_;
+  for (PyObject* p : references_) Py_DECREF(p);
+}
+
 WriteBackScope::WriteBackScope() : saved_(tl_write_back) { tl_write_back = &pending_; }
 
 WriteBackScope::~WriteBackScope() {
@@ -463,11 +480,12 @@ void await_sole_ownership(const Value& v) {
 }
 
 void drain_released_references() {
+  References& r = references();
+  if (!r.any_pending.load(std::memory_order_acquire)) return;
   std::vector<PyObject*> pending;
   {
-    References& r = references();
     std::lock_guard lock(r.mutex);
-    if (r.pending.empty()) return;
+    r.any_pending.store(false, std::memory_order_relaxed);
     pending.swap(r.pending);
   }
   for (PyObject* p : pending) Py_DECREF(p);

@@ -43,6 +43,23 @@ py::object to_python(const Value& v);
 // are remembered, and copied back into the caller's arrays when it ends
 // (with the GIL held), so that writes a function made into them reach the
 // caller as they would in NumPy.
+// Brackets a run on this thread with the GIL released (constructed and
+// destroyed with the GIL held): the Python references of NumPy buffers this
+// thread lets go of meanwhile are dropped when the scope ends, instead of
+// being queued for the interpreter (a pending call per run, a third of an
+// empty jit call with one array argument). Other threads' go on being queued.
+class DeferredReleases {
+ public:
+  DeferredReleases();
+  ~DeferredReleases();
+  DeferredReleases(const DeferredReleases&) = delete;
+  DeferredReleases& operator=(const DeferredReleases&) = delete;
+
+ private:
+  std::vector<PyObject*> references_;
+  std::vector<PyObject*>* saved_;
+};
+
 class WriteBackScope {
  public:
   WriteBackScope();
