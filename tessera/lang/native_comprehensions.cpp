@@ -95,4 +95,23 @@ extern "C" int32_t native_comp_put(NativeCtx* c, const int32_t* held, int64_t nh
   }
 }
 
+extern "C" int32_t native_list_append_list(NativeCtx* c, const int32_t* held, int64_t nheld,
+                                           int64_t r, int64_t obj, int64_t item) {
+  if (c->state == nullptr) return 1;
+  FastLoop::Impl::State& st = *c->state;
+  if (plain_list(st, obj) == nullptr || plain_list(st, item) == nullptr || item == obj ||
+      native_held_elsewhere(held, nheld, r, obj))
+    return 1;
+  try {
+    // The item's list itself, not a copy: a row of a table is an object of
+    // its own in Python. The code appends only lists nothing else refers to
+    // (a comprehension's list the next turn replaces, a display, a `+`), as
+    // the interpreter's append.
+    const Value row = st.objects[static_cast<size_t>(item)];
+    return FastLoop::Impl::list_push(st, static_cast<int32_t>(obj), row) ? 0 : 1;
+  } catch (...) {
+    return 1;
+  }
+}
+
 }  // namespace tessera
