@@ -77,17 +77,28 @@ extern "C" int32_t native_comp_put(NativeCtx* c, const int32_t* held, int64_t nh
     // list held elsewhere); the list is then its own, so the rest go on
     // its end directly, as the next appends would.
     const auto o = static_cast<int32_t>(obj);
-    if (!FastLoop::Impl::list_push(st, o, item(0))) return 1;
+    Value& held_list = st.objects[static_cast<size_t>(o)];
+    int64_t from = 0;
+    // A list made since the checkpoint (the comprehension's `acc = []` in
+    // this turn), empty and its own: the items go in directly (a roll-back
+    // drops the list whole). Through list_push, the first item would make
+    // it a NumberList written out at once by unique_list().
+    const bool fresh = st.object_epoch[static_cast<size_t>(o)] == st.epoch &&
+                       held_list.number_items() == nullptr && held_list.list_size() == 0;
+    if (!fresh) {
+      if (!FastLoop::Impl::list_push(st, o, item(0))) return 1;
+      from = 1;
+    }
     List* list = st.objects[static_cast<size_t>(o)].unique_list();
     if (list == nullptr) return 1;
-    list->reserve(list->size() + static_cast<size_t>(n - 1));
+    list->reserve(list->size() + static_cast<size_t>(n - from));
     // Python's ints and floats made where they go (no Value moved).
     if (kind == Reg::PyInt) {
-      for (int64_t k = 1; k < n; ++k) list->emplace_back(items[k]);
+      for (int64_t k = from; k < n; ++k) list->emplace_back(items[k]);
     } else if (kind == Reg::PyFloat) {
-      for (int64_t k = 1; k < n; ++k) list->emplace_back(std::bit_cast<double>(items[k]));
+      for (int64_t k = from; k < n; ++k) list->emplace_back(std::bit_cast<double>(items[k]));
     } else {
-      for (int64_t k = 1; k < n; ++k) list->push_back(item(k));
+      for (int64_t k = from; k < n; ++k) list->push_back(item(k));
     }
     return 0;
   } catch (...) {
