@@ -304,13 +304,23 @@ class ExpressionsMixin:
 
             return self.for_loop(g.target, g.iter, body, node, before_target=bind_names)
 
+        outermost = not self.break_flags and self.comp_nesting == 0
         self.renames.append(frame)
+        self.comp_nesting += 1
         try:
             loops = level(0)
         finally:
+            self.comp_nesting -= 1
             self.renames.pop()
         empty = "dict()" if isinstance(node, ast.DictComp) else "list()"
-        return self.block([f"define({acc}, {empty})"] + loops + [acc])
+        made = [f"define({acc}, {empty})"] + loops
+        if outermost and not isinstance(node, ast.DictComp):
+            # Outside any loop, a list comprehension is the body of a loop of
+            # one turn, so that the fast path runs it whole (the list made, its
+            # bounds, its loops: one native call) rather than the general path
+            # its first statements.
+            return self.block([f"while(true, {self.block(made + ['break()'])})", acc])
+        return self.block(made + [acc])
 
     # ------------------------------------------------------------------ names and objects
 

@@ -719,6 +719,10 @@ class FunctionTranslator(CallsMixin, ExpressionsMixin, StatementsMixin):
         # One entry per enclosing loop of the function being translated: the
         # variable its break sets when it has an else clause, else None.
         self.break_flags: list = []
+        # Comprehensions being translated around the current expression: one
+        # outside any loop and comprehension is wrapped as a loop of one turn
+        # (ExpressionsMixin.comprehension).
+        self.comp_nesting = 0
         # The entry function's parameters given back to the caller (_list_args.py):
         # its returns give list(result, p, ...); None in any other function.
         self.writeback: list | None = None

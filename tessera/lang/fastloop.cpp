@@ -769,6 +769,7 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& 
         !v.tuple_item &&
         (v.depth < 0 || (v.depth == 0 && v.slot < outside.size() && !outside[v.slot])));
   }
+  impl->runs_once = loop.runs_once() && !outside.empty();
   // A function called inline stays the one called: the loop does not assign
   // its variable.
   std::function<bool(const Impl::FNode&)> assigns_called = [&](const Impl::FNode& n) {
@@ -948,7 +949,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         st.numbers_written_only = false;
         const Impl::Parallel how = im.run_parallel(*code, st, last);
         if (how == Impl::Parallel::done) {
-          im.write_back(frame, st);
+          im.write_back(frame, st, true);
           result = Impl::to_value(last, st);
           return true;
         }
@@ -968,7 +969,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
           std::fprintf(stderr, "[fast loops] %s: native code returned %d after turn %lld\n",
                        im.where.c_str(), status, static_cast<long long>(turns));
         if (status == kNativeDone) {
-          im.write_back(frame, st);
+          im.write_back(frame, st, true);
           result = Impl::to_value(last, st);
           return true;
         }
@@ -1010,13 +1011,13 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     st.numbers_written_only = false;  // the interpreter's turns write any value
     try {
       if (!truth(im.eval(im.cond, st), st)) {
-        im.write_back(frame, st);
+        im.write_back(frame, st, true);
         result = Impl::to_value(last, st);
         return true;
       }
       Reg v = im.eval(im.body, st);
       if (st.flow == Impl::State::Flow::brk) {
-        im.write_back(frame, st);
+        im.write_back(frame, st, true);
         result = Impl::to_value(last, st);
         return true;
       }

@@ -257,6 +257,9 @@ struct FastLoop::Impl {
   // loop's function that mark_loop_reads found read only inside it, or of a
   // function called inline), whose value after the loop nobody sees.
   std::vector<bool> loop_local;
+  // The loop runs once in its frame (WhileNode::runs_once): its loop-local
+  // variables are not stored back in the frame when it ends.
+  bool runs_once = false;
   std::map<std::pair<int, size_t>, int> reg_of;
   // The primitive nodes computed inline, whose evaluations are counted in
   // State::counts and added to the nodes' counters when the run ends (the
@@ -574,7 +577,9 @@ struct FastLoop::Impl {
   const NativeCode* native_for(const State& st) const;
   int32_t run_native(const NativeCode& code, State& st, Reg& last,
                      NativeLog& log, int64_t& undo_count) const;
-  void write_back(const FramePtr& frame, const State& st) const;
+  // The registers the loop assigned into the frame; `finished`: the loop
+  // ended here (no general evaluation goes on from its registers).
+  void write_back(const FramePtr& frame, const State& st, bool finished = false) const;
 };
 
 }  // namespace tessera

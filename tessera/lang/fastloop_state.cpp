@@ -135,6 +135,14 @@ int32_t FastLoop::Impl::place_object(Value v, State& st) {
     return i;
   }
   if (st.objects.size() >= kMaxArrays) throw BAIL;
+  if (st.objects.capacity() == 0) {
+    // Room for a few (a table's rows): not four vectors regrown one by one.
+    constexpr size_t kFirstObjects = 16;
+    st.objects.reserve(kFirstObjects);
+    st.object_epoch.reserve(kFirstObjects);
+    st.object_logged.reserve(kFirstObjects);
+    st.object_ascii.reserve(kFirstObjects);
+  }
   st.objects.push_back(std::move(v));
   st.object_epoch.resize(st.objects.size(), 0);
   st.object_logged.resize(st.objects.size(), 0);
@@ -326,13 +334,16 @@ void FastLoop::Impl::sweep(State& st) {
   }
 }
 
-void FastLoop::Impl::write_back(const FramePtr& frame, const State& st) const {
+void FastLoop::Impl::write_back(const FramePtr& frame, const State& st, bool finished) const {
   for (size_t c = 0; c < counted.size(); ++c) {
     if (st.counts[c])
       counted[c]->counters().evaluations.fetch_add(st.counts[c], std::memory_order_relaxed);
   }
   for (size_t r = 0; r < vars.size(); ++r) {
     if (!st.assigned[r] || vars[r].depth < 0) continue;
+    // Nothing reads it after a loop that runs once in its frame (a
+    // comprehension's hidden variables).
+    if (finished && runs_once && loop_local[r]) continue;
     const Reg& x = st.regs[r];
     if (st.numbers_written_only && x.k == Reg::Obj && r < st.loaded_objects.size() &&
         st.loaded_objects[r] == x.a && st.objects[static_cast<size_t>(x.a)].is_list()) {

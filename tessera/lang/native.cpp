@@ -100,15 +100,24 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
 namespace {
 // The entries' buffer a finished NativeLog left on this thread (see NativeLog).
 thread_local std::vector<NativeUndo> t_spare_undo_entries;
+thread_local std::vector<std::vector<int64_t>> t_spare_comp_items;
 }  // namespace
 
-NativeLog::NativeLog() { entries.swap(t_spare_undo_entries); }
+NativeLog::NativeLog() {
+  entries.swap(t_spare_undo_entries);
+  comp_items.swap(t_spare_comp_items);
+}
 
 NativeLog::~NativeLog() {
   // Kept unless another log of this thread (a loop run inside this one)
   // already gave one back, or it grew past 1 MB (a run of many writes).
   if (t_spare_undo_entries.empty() && entries.size() * sizeof(NativeUndo) <= (size_t{1} << 20))
     entries.swap(t_spare_undo_entries);
+  // The comprehensions' buffers too (a function returning a comprehension
+  // made them at each call), unless one grew past 1 MB.
+  bool small = true;
+  for (const auto& c : comp_items) small = small && c.size() * sizeof(int64_t) <= (size_t{1} << 20);
+  if (t_spare_comp_items.empty() && small) comp_items.swap(t_spare_comp_items);
 }
 
 void native_undo(const NativeLog& log, int64_t n) {

@@ -258,12 +258,16 @@ bool native_call_prepare(const Closure& closure, const std::vector<uint8_t>& kin
   return ret != Reg::Undef;
 }
 
-bool native_call_words(const Closure& closure, const uint8_t* kinds, size_t n,
-                       const int64_t* words, int64_t& result, uint8_t& ret) {
-  // One function called from a loop's turns: its code found without the
-  // cache's lock after the first call on this thread.
+namespace {
+
+// The code for a call from a loop's turns on registers of these kinds, with
+// the kind of its result; null when there is none. One function called from
+// a loop's turns: its code found without the cache's lock after the first
+// call on this thread.
+const NcCompiled* nc_for_words(const Closure& closure, const uint8_t* kinds, size_t n,
+                               uint8_t& kind) {
   static const bool enabled = native_enabled() && fast_loops_enabled();
-  if (!enabled) return false;  // TESSERA_NATIVE=0: the general path's
+  if (!enabled) return nullptr;  // TESSERA_NATIVE=0: the general path's
   thread_local const FunctionCode* last_code = nullptr;
   thread_local uint64_t last_kinds = 0;
   thread_local const NcCompiled* last = nullptr;
@@ -274,14 +278,22 @@ bool native_call_words(const Closure& closure, const uint8_t* kinds, size_t n,
     c = last;
   } else {
     NcKey key;
-    if (!nc_key_of_regs(closure, kinds, n, key)) return false;
+    if (!nc_key_of_regs(closure, kinds, n, key)) return nullptr;
     c = nc_lookup(closure, key);
-    if (!c) return false;
+    if (!c) return nullptr;
     last = c, last_code = &closure.code(), last_kinds = packed;
   }
-  const uint8_t kind = reg_of_nc(c->ret);
-  if ((ret != Reg::Undef && kind != ret) || kind == Reg::Undef || !nc_guards_hold(*c, closure))
-    return false;
+  kind = reg_of_nc(c->ret);
+  return kind == Reg::Undef ? nullptr : c;
+}
+
+}  // namespace
+
+bool native_call_words(const Closure& closure, const uint8_t* kinds, size_t n,
+                       const int64_t* words, int64_t& result, uint8_t& ret) {
+  uint8_t kind = Reg::Undef;
+  const NcCompiled* c = nc_for_words(closure, kinds, n, kind);
+  if (!c || (ret != Reg::Undef && kind != ret) || !nc_guards_hold(*c, closure)) return false;
   ret = kind;
   NcContext context;
   nc_undo_begin(context);
@@ -290,6 +302,13 @@ bool native_call_words(const Closure& closure, const uint8_t* kinds, size_t n,
     return false;
   }
   return true;
+}
+
+void* native_call_entry(const Closure& closure, const uint8_t* kinds, size_t n, uint8_t ret) {
+  uint8_t kind = Reg::Undef;
+  const NcCompiled* c = nc_for_words(closure, kinds, n, kind);
+  if (!c || kind != ret || !nc_guards_hold(*c, closure)) return nullptr;
+  return reinterpret_cast<void*>(c->entry);
 }
 
 bool native_call(const Closure& closure, const std::vector<Value>& args, Value& out) {

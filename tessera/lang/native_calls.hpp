@@ -42,4 +42,14 @@ bool native_call_prepare(const Closure& closure, const std::vector<uint8_t>& kin
 bool native_call_words(const Closure& closure, const uint8_t* kinds, size_t n,
                        const int64_t* words, int64_t& result, uint8_t& ret);
 
+// The entry of the code native_call_prepare made, for a loop's code to call
+// directly (`int32_t entry(const int64_t* words, int64_t* result, int32_t*
+// ctx)`, ctx an NcContext: numbers only, so its log stays empty), after the
+// checks native_call_words makes (the functions the code calls are still
+// those it was compiled for, its result of kind `ret`); null when the call
+// is the general path's. The guards hold while no frame changes: for the
+// rest of one native call of the loop, whose assignments reach the frames
+// when it returns.
+void* native_call_entry(const Closure& closure, const uint8_t* kinds, size_t n, uint8_t ret);
+
 }  // namespace tessera

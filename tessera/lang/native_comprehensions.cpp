@@ -77,19 +77,49 @@ extern "C" int32_t native_comp_put(NativeCtx* c, const int32_t* held, int64_t nh
     // list held elsewhere); the list is then its own, so the rest go on
     // its end directly, as the next appends would.
     const auto o = static_cast<int32_t>(obj);
-    if (!FastLoop::Impl::list_push(st, o, item(0))) return 1;
+    Value& held_list = st.objects[static_cast<size_t>(o)];
+    int64_t from = 0;
+    // A list made since the checkpoint (the comprehension's `acc = []` in
+    // this turn), empty and its own: the items go in directly (a roll-back
+    // drops the list whole). Through list_push, the first item would make
+    // it a NumberList written out at once by unique_list().
+    const bool fresh = st.object_epoch[static_cast<size_t>(o)] == st.epoch &&
+                       held_list.number_items() == nullptr && held_list.list_size() == 0;
+    if (!fresh) {
+      if (!FastLoop::Impl::list_push(st, o, item(0))) return 1;
+      from = 1;
+    }
     List* list = st.objects[static_cast<size_t>(o)].unique_list();
     if (list == nullptr) return 1;
-    list->reserve(list->size() + static_cast<size_t>(n - 1));
+    list->reserve(list->size() + static_cast<size_t>(n - from));
     // Python's ints and floats made where they go (no Value moved).
     if (kind == Reg::PyInt) {
-      for (int64_t k = 1; k < n; ++k) list->emplace_back(items[k]);
+      for (int64_t k = from; k < n; ++k) list->emplace_back(items[k]);
     } else if (kind == Reg::PyFloat) {
-      for (int64_t k = 1; k < n; ++k) list->emplace_back(std::bit_cast<double>(items[k]));
+      for (int64_t k = from; k < n; ++k) list->emplace_back(std::bit_cast<double>(items[k]));
     } else {
-      for (int64_t k = 1; k < n; ++k) list->push_back(item(k));
+      for (int64_t k = from; k < n; ++k) list->push_back(item(k));
     }
     return 0;
+  } catch (...) {
+    return 1;
+  }
+}
+
+extern "C" int32_t native_list_append_list(NativeCtx* c, const int32_t* held, int64_t nheld,
+                                           int64_t r, int64_t obj, int64_t item) {
+  if (c->state == nullptr) return 1;
+  FastLoop::Impl::State& st = *c->state;
+  if (plain_list(st, obj) == nullptr || plain_list(st, item) == nullptr || item == obj ||
+      native_held_elsewhere(held, nheld, r, obj))
+    return 1;
+  try {
+    // The item's list itself, not a copy: a row of a table is an object of
+    // its own in Python. The code appends only lists nothing else refers to
+    // (a comprehension's list the next turn replaces, a display, a `+`), as
+    // the interpreter's append.
+    const Value row = st.objects[static_cast<size_t>(item)];
+    return FastLoop::Impl::list_push(st, static_cast<int32_t>(obj), row) ? 0 : 1;
   } catch (...) {
     return 1;
   }

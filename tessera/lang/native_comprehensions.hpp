@@ -33,4 +33,10 @@ extern "C" int64_t* native_comp_room(NativeCtx* c, int64_t site, int64_t need, i
 extern "C" int32_t native_comp_put(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
                                    int64_t obj, int64_t kind, const int64_t* items, int64_t n);
 
+// xs.append(row) of the list at object index `item` (a list, not a tuple)
+// onto the list at object index `obj` held by register `r` (`held` as
+// native_comp_put's): 0 when done; 1 when left to the interpreter.
+extern "C" int32_t native_list_append_list(NativeCtx* c, const int32_t* held, int64_t nheld,
+                                           int64_t r, int64_t obj, int64_t item);
+
 }  // namespace tessera

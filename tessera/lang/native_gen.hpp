@@ -404,6 +404,9 @@ struct Gen {
   void comp_start(int site);
   CV comp_append_item(const FNode& n, int site);
   void comp_finish(int site);
+  // xs.append(row) of a list the item's expression makes (a comprehension,
+  // a display, a `+`): native_list_append_list, one helper call a row.
+  CV append_list(const FNode& n);
   std::map<int, View> views;
   void find_views();
   void view_assign(int r);

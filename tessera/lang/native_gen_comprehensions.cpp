@@ -116,6 +116,10 @@ void Gen::find_comprehensions() {
       if (j == n.kids.size() || n.kids[j].op != Op::While || comp_loop.count(&n.kids[j])) continue;
       std::vector<const FNode*> appends;
       if (!only_appends(n.kids[j], a.reg, appends) || appends.empty()) continue;
+      // Lists of lists: each row appended when made (append_list).
+      if (std::any_of(appends.begin(), appends.end(),
+                      [&](const FNode* p) { return list_expr(p->kids[0]); }))
+        continue;
       const int site = static_cast<int>(comp_sites.size());
       comp_sites.push_back(CompSite{a.reg});
       comp_loop[&n.kids[j]] = site;
@@ -170,6 +174,27 @@ CV Gen::comp_append_item(const FNode& n, int site) {
   llvm::Value* base = b.CreateBitCast(b.CreateLoad(i8p, s.buf), i64->getPointerTo());
   b.CreateStore(to_payload(v), b.CreateInBoundsGEP(i64, base, at));
   b.CreateStore(b.CreateAdd(at, b.getInt64(1)), s.n);
+  b.CreateStore(b.getInt8(1), asg[n.reg]);
+  count(n.counter);
+  return x;
+}
+
+CV Gen::append_list(const FNode& n) {
+  // Only a list nothing else refers to, as the interpreter's append: a
+  // comprehension's (its hidden variable made anew before the next append),
+  // a display, a `+`'s new list; a list variable is the interpreter's.
+  const FNode& item = n.kids[0];
+  if (item.op == Op::Var) throw Refuse{"an append of a list variable"};
+  CV v = eval_any(item);
+  if (v.k != Reg::Obj) throw Refuse{"an append of what is not a number or a new list"};
+  CV x = read(n.reg);
+  if (x.k != Reg::Obj) throw Refuse{"an append to what is not a list"};
+  auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i64}, false);
+  llvm::Value* rc = b.CreateCall(
+      ft, fptr(reinterpret_cast<void*>(&native_list_append_list), ft),
+      {cptr, b.CreateBitCast(held, i8p), b.getInt64(static_cast<int64_t>(regs.size())),
+       b.getInt64(n.reg), x.v, v.v});
+  bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
   b.CreateStore(b.getInt8(1), asg[n.reg]);
   count(n.counter);
   return x;

@@ -130,6 +130,7 @@ CV Gen::list_item(const FNode& n) {
 CV Gen::append(const FNode& n) {
   if (const auto c = comp_append.find(&n); c != comp_append.end())
     return comp_append_item(n, c->second);
+  if (list_expr(n.kids[0])) return append_list(n);
   CV v = eval(n.kids[0]);
   if (!scalar_cv(v)) throw Refuse{"an append of what is not a number"};
   // A list the loop makes (a comprehension's): read as the kind appended

@@ -712,11 +712,39 @@ CV Gen::native_call(const FNode& n) {
                                             i64)),
                     i32),
       i64);
-  auto* t = llvm::FunctionType::get(i32, {i8p, i64, i64, i64->getPointerTo(), i64->getPointerTo()},
-                                    false);
-  llvm::Value* status =
-      b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_loop_call), t),
-                   {cptr, obj, b.getInt64(packed), words, result});
+  // The callee's entry, found and checked by native_loop_callee at the
+  // site's first call in this native call (and again when the register
+  // holds another object), then called directly: the frames its guards
+  // read change only when the call returns. Its context: the status word
+  // and an empty undo log (numbers only: the code writes nothing).
+  llvm::Value* known_obj = e.CreateAlloca(i64);
+  llvm::Value* known_entry = e.CreateAlloca(i8p);
+  llvm::Value* nctx = e.CreateAlloca(i64, b.getInt64(4));
+  e.CreateStore(e.getInt64(INT64_MIN), known_obj);  // no object index (an i32)
+  auto* entry_t = llvm::FunctionType::get(
+      i32, {i64->getPointerTo(), i64->getPointerTo(), i32->getPointerTo()}, false);
+  llvm::BasicBlock* find = llvm::BasicBlock::Create(ctx, "callee_find", fn);
+  llvm::BasicBlock* call = llvm::BasicBlock::Create(ctx, "callee_call", fn);
+  llvm::BasicBlock* from = b.GetInsertBlock();
+  llvm::Value* had = b.CreateLoad(i8p, known_entry);
+  b.CreateCondBr(b.CreateICmpEQ(b.CreateLoad(i64, known_obj), obj), call, find);
+  b.SetInsertPoint(find);
+  auto* t = llvm::FunctionType::get(i8p, {i8p, i64, i64}, false);
+  llvm::Value* found = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_loop_callee), t),
+                                    {cptr, obj, b.getInt64(packed)});
+  bail_if(b.CreateIsNull(found));
+  b.CreateStore(found, known_entry);
+  b.CreateStore(obj, known_obj);
+  llvm::BasicBlock* found_at = b.GetInsertBlock();
+  b.CreateBr(call);
+  b.SetInsertPoint(call);
+  llvm::PHINode* entry_p = b.CreatePHI(i8p, 2);
+  entry_p->addIncoming(had, from);
+  entry_p->addIncoming(found, found_at);
+  for (int64_t w = 0; w < 4; ++w) b.CreateStore(b.getInt64(0), b.CreateConstInBoundsGEP1_64(i64, nctx, w));
+  llvm::Value* status = b.CreateCall(
+      entry_t, b.CreateBitCast(entry_p, entry_t->getPointerTo()),
+      {words, result, b.CreateBitCast(nctx, i32->getPointerTo())});
   bail_if(b.CreateICmpNE(status, b.getInt32(0)));
   llvm::Value* w = b.CreateLoad(i64, result);
   const auto rk = static_cast<Reg::Kind>(ret);

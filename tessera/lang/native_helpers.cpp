@@ -151,6 +151,20 @@ extern "C" int32_t native_loop_call(NativeCtx* c, int64_t obj, int64_t kinds, co
   return native_call_words(*closure, k, n, words, *result, ret) ? 0 : 1;
 }
 
+extern "C" void* native_loop_callee(NativeCtx* c, int64_t obj, int64_t kinds) {
+  if (c->state == nullptr || obj < 0 || static_cast<size_t>(obj) >= c->state->objects.size())
+    return nullptr;
+  const Value& fv = c->state->objects[static_cast<size_t>(obj)];
+  const Closure* closure =
+      fv.is_function() ? dynamic_cast<const Closure*>(fv.as_function().get()) : nullptr;
+  if (closure == nullptr) return nullptr;
+  uint8_t k[8];
+  const auto n = static_cast<size_t>(kinds & 0xf);
+  const auto ret = static_cast<uint8_t>((kinds >> 4) & 0xf);
+  for (size_t i = 0; i < n && i < 7; ++i) k[i] = static_cast<uint8_t>(kinds >> (8 * i + 8));
+  return native_call_entry(*closure, k, n, ret);
+}
+
 namespace native_gen {
 
 void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
@@ -190,7 +204,9 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_list_concat),
                           reinterpret_cast<void*>(&native_comp_room),
                           reinterpret_cast<void*>(&native_comp_put),
-                          reinterpret_cast<void*>(&native_plain_list_len)};
+                          reinterpret_cast<void*>(&native_plain_list_len),
+                          reinterpret_cast<void*>(&native_loop_callee),
+                          reinterpret_cast<void*>(&native_list_append_list)};
 
 }  // namespace native_gen
 

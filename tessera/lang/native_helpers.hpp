@@ -43,12 +43,19 @@ extern "C" double native_uniform(NativeCtx* c);
 extern "C" int32_t native_loop_call(NativeCtx* c, int64_t obj, int64_t kinds, const int64_t* words,
                                     int64_t* result);
 
+// The entry of the native code of the function in the state's object `obj`
+// for arguments and result of the kinds packed in `kinds` (as
+// native_loop_call's), after native_loop_call's checks: the loop's code
+// calls it directly for the rest of its native call (native_call_entry);
+// null when the call is the general path's.
+extern "C" void* native_loop_callee(NativeCtx* c, int64_t obj, int64_t kinds);
+
 namespace native_gen {
 
 // The functions the generated code calls, by index into NativeCtx::helpers
 // (native_helpers()); a new one goes at the end (the disk cache's key
 // counts them).
-constexpr size_t kHelperCount = 38;
+constexpr size_t kHelperCount = 40;
 extern void* const kHelpers[kHelperCount];
 
 }  // namespace native_gen

@@ -41,9 +41,18 @@ void mark_loop_reads(const Node* body, size_t frame_size) {
   std::vector<int64_t> total(frame_size, 0);
   for (size_t s : all.reads)
     if (s < frame_size) ++total[s];
+  std::function<bool(const Node*)> makes_functions = [&](const Node* n) {
+    if (!n) return false;
+    if (dynamic_cast<const FunctionNode*>(n)) return true;
+    for (const Node* c : n->children())
+      if (makes_functions(c)) return true;
+    return false;
+  };
+  int loops = 0;
   std::function<void(const Node*)> walk = [&](const Node* n) {
     if (!n || dynamic_cast<const FunctionNode*>(n)) return;
     if (auto* w = dynamic_cast<const WhileNode*>(n)) {
+      w->set_runs_once(loops == 0 && !makes_functions(w));
       FrameAccess in;
       frame_access(w, 0, in);
       std::vector<int64_t> inside(frame_size, 0);
@@ -52,6 +61,10 @@ void mark_loop_reads(const Node* body, size_t frame_size) {
       std::vector<bool> outside(frame_size);
       for (size_t s = 0; s < frame_size; ++s) outside[s] = total[s] > inside[s];
       w->set_reads_outside(std::move(outside));
+      ++loops;
+      for (const Node* c : n->children()) walk(c);
+      --loops;
+      return;
     }
     for (const Node* c : n->children()) walk(c);
   };

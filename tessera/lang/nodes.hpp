@@ -309,10 +309,16 @@ class WhileNode : public Node {
   // loop (mark_loop_reads); empty when not known (a program's top level).
   void set_reads_outside(std::vector<bool> r) const { reads_outside_ = std::move(r); }
   const std::vector<bool>& reads_outside() const { return reads_outside_; }
+  // Set by mark_loop_reads for a loop inside no other loop of its function
+  // and making no function: it runs once in its frame, so the variables it
+  // alone reads need not be stored back in the frame when it ends.
+  void set_runs_once(bool once) const { runs_once_ = once; }
+  bool runs_once() const { return runs_once_; }
 
  private:
   mutable bool value_unused_ = false;
   mutable std::vector<bool> reads_outside_;
+  mutable bool runs_once_ = false;
   // Runs turns from here on; `done` is the loop's promise once a turn went
   // asynchronous (null before: the result is returned then).
   Future<Value> run(const FramePtr& frame, Value last, std::shared_ptr<Promise<Value>> done) const;
