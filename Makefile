@@ -53,6 +53,8 @@ fuzz: fuzz-build
 # done; the run fails if any of the three fails.
 # Each phase's wall time is printed (CI keeps the run under 30 minutes; the
 # slowest tests are listed by pytest's --durations above its summary line).
+# pytest's two workers steal queued tests from each other (--dist worksteal):
+# neither sits idle at the end while the other still holds a batch.
 test: build
 	@mkdir -p $(FUZZ_BUILD); start=$$(date +%s); \
 	  nice -n 3 $(MAKE) --no-print-directory fuzz > $(FUZZ_BUILD)/make-fuzz.log 2>&1 & fuzz=$$!; \
@@ -61,7 +63,7 @@ test: build
 	  wait $$fuzz; fuzz_status=$$?; fuzz_end=$$(date +%s); \
 	  echo "== make fuzz (run beside ctest)"; cat $(FUZZ_BUILD)/make-fuzz.log; \
 	  echo "== ctest: $$((ctest_end - start)) s; make fuzz beside it: $$((fuzz_end - start)) s"; \
-	  $(PYTHON) -m pytest tests/python -q -n $(JOBS) --durations=30; pytest_status=$$?; \
+	  $(PYTHON) -m pytest tests/python -q -n $(JOBS) --dist worksteal --durations=30; pytest_status=$$?; \
 	  [ $$ctest_status -eq 0 ] && [ $$fuzz_status -eq 0 ] && [ $$pytest_status -eq 0 ]
 
 # The wheel is built in build-wheel/ (beside build/, so ccache serves `make
