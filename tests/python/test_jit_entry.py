@@ -66,14 +66,6 @@ CALLS = [
 ]
 
 
-@pytest.fixture(params=[1, 2], ids=["1t", "2t"])
-def threads(request):
-    before = _core.num_threads()
-    _core.set_num_threads(request.param)
-    yield request.param
-    _core.set_num_threads(before)
-
-
 @pytest.fixture
 def slow_calls(monkeypatch):
     """Counts the calls that reach jit.py's Python dispatch (JitFunction._call)."""
