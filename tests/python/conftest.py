@@ -5,11 +5,32 @@
 fresh build directory too. Fixtures stay few and small.
 """
 
+import atexit
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 import pytest
+
+# Keras on JAX, the nn tests' oracle, compiles each model's steps with XLA: at the CPU
+# backend's default optimisation that was two thirds of those tests' time (44 of 68 s in
+# two files, 346 compilations of small models run for a few steps). At level 0 without
+# LLVM's expensive passes the same files take 29 CPU s instead of 55; the oracle's
+# values stay within the tests' tolerances (XLA's float results do not depend on it
+# beyond rounding). A user's own XLA_FLAGS are kept.
+os.environ.setdefault("XLA_FLAGS", "--xla_backend_optimization_level=0 "
+                                   "--xla_llvm_disable_expensive_passes=true")
+# The oracle's compilations shared by pytest's workers (and the scripts they start):
+# the same model built by tests parametrised over tessera's threads, or by several
+# tests, compiles once per run (a folder of this run's, removed at its end).
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _JAX_CACHE = tempfile.mkdtemp(prefix="tessera-tests-jax-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _JAX_CACHE
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "0")
+    atexit.register(shutil.rmtree, _JAX_CACHE, True)
 
 _PYTHON_DIR = os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "python")
 try:
