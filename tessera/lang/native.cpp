@@ -50,6 +50,7 @@ using native_gen::Gen;
 using native_gen::Jit;
 using native_gen::jit;
 using native_gen::kHelpers;
+using native_gen::NoLazy;
 using native_gen::Refuse;
 using native_gen::Retry;
 using native_gen::RowOf;
@@ -70,6 +71,14 @@ const std::string& native_setting() {
 
 bool native_enabled() { return native_setting() != "0"; }
 bool native_debug() { return native_setting() == "debug"; }
+
+bool native_lazy_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_NATIVE_LAZY");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
 
 // The array's last dimension has unit stride (or one element at most, whose
 // stride no index multiplies): its accesses are compiled with the constant
@@ -360,7 +369,8 @@ class ChainFlattener {
 
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
                                            const std::vector<ArrEntry>& arrays,
-                                           const std::vector<Value>& objects, std::string& why) {
+                                           const std::vector<Value>& objects, std::string& why,
+                                           bool lazy) {
   Jit& j = jit();
   if (!j.lljit) {
     why = "the JIT could not start: " + j.error;
@@ -389,11 +399,17 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     body = &flat_body;
   }
   const std::map<int, RowOf> rows = chains.rows(*cond, *body);
+  bool partial = false;
   for (;;) {
     try {
       Gen g(im, *cond, *body, regs, arrays, objects, *context, *mod, dyn, rows);
+      g.lazy_build = lazy;
       g.build("tessera_loop");
+      partial = lazy && !g.need_full->use_empty();
       break;
+    } catch (const NoLazy&) {
+      lazy = false;
+      mod = fresh();
     } catch (const Refuse& r) {
       why = r.why;
       return nullptr;
@@ -428,11 +444,12 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   const std::string name = "tessera_loop_" + hex(key);
   auto code = std::make_unique<NativeCode>();
   code->signature = native_signature(regs, arrays);
+  code->partial = partial;
   {
     std::lock_guard<std::mutex> lock(j.mu);
     auto it = j.loaded.find(name);
     if (it != j.loaded.end()) {  // the same code, compiled in this process already
-      code->fn = it->second;
+      code->fn.store(it->second);
       code->from_cache = true;
       code->compile_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -464,13 +481,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
     const auto t_opt = std::chrono::steady_clock::now();
     mpm.run(*mod, mam);
-    if (native_debug()) {  // where the first call's time goes
-      auto ms = [](auto a, auto b) {
-        return std::to_string(std::lround(std::chrono::duration<double, std::milli>(b - a).count()));
-      };
-      note += "; IR " + std::to_string(ir.size()) + " bytes, generated in " + ms(t0, t_opt) +
-              " ms, optimised in " + ms(t_opt, std::chrono::steady_clock::now()) + " ms";
-    }
+    const auto t_cg = std::chrono::steady_clock::now();
     if (native_setting() == "ir") {
       llvm::errs() << "; tessera native loop " << im.where << " (cpu " << j.cpu << ")\n";
       mod->print(llvm::errs(), nullptr);
@@ -487,12 +498,21 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       }
       pm.run(*mod);
     }
+    if (native_debug()) {  // where the first call's time goes
+      auto ms = [](auto a, auto b) {
+        return std::to_string(std::lround(std::chrono::duration<double, std::milli>(b - a).count()));
+      };
+      note += std::string(partial ? "; partial" : lazy ? "; lazy, whole" : "; whole") + ", IR " +
+              std::to_string(ir.size()) + " bytes, generated in " + ms(t0, t_opt) +
+              " ms, optimised in " + ms(t_opt, t_cg) + " ms, codegen in " +
+              ms(t_cg, std::chrono::steady_clock::now()) + " ms";
+    }
     obj.assign(buf.data(), buf.size());
     cache.store(obj, note);
   }
   std::lock_guard<std::mutex> lock(j.mu);
   if (auto it = j.loaded.find(name); it != j.loaded.end()) {
-    code->fn = it->second;
+    code->fn.store(it->second);
   } else {
     if (auto err = j.lljit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, name))) {
       why = "the JIT refused the code: " + llvm::toString(std::move(err));
@@ -503,8 +523,8 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       why = "the JIT did not find the code: " + llvm::toString(sym.takeError());
       return nullptr;
     }
-    code->fn = reinterpret_cast<NativeFn>(sym->getAddress());
-    j.loaded[name] = code->fn;
+    code->fn.store(reinterpret_cast<NativeFn>(sym->getAddress()));
+    j.loaded[name] = code->fn.load();
   }
   code->cache_note = note;
   code->compile_ms =
