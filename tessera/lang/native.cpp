@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -530,6 +531,33 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   code->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return code;
+}
+
+bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st) const {
+  std::lock_guard<std::mutex> lock(native_mu);
+  if (!code.partial.load()) return true;  // made whole by another thread meanwhile
+  if (code.whole_refused) return false;
+  std::string why;
+  std::unique_ptr<NativeCode> whole =
+      native_compile(*this, st.regs, st.arrays, st.objects, why, false);
+  auto& mine = const_cast<NativeCode&>(code);  // fn and partial are atomics; the rest is locked
+  if (!whole || whole->signature != code.signature) {
+    mine.whole_refused = true;
+    if (debug() || native_debug())
+      std::fprintf(stderr, "[fast loops] %s: no whole native code, the interpreter runs what "
+                   "the partial one does not: %s\n", where.c_str(),
+                   whole ? "the registers' kinds changed" : why.c_str());
+    return false;
+  }
+  if (debug() || native_debug())
+    std::fprintf(stderr, "[fast loops] %s: a check before a loop failed; the whole native code %s "
+                 "in %.1f ms%s%s\n", where.c_str(),
+                 whole->from_cache ? "loaded from the cache" : "compiled", whole->compile_ms,
+                 whole->cache_note.empty() ? "" : "; cache: ", whole->cache_note.c_str());
+  mine.compile_ms += whole->compile_ms;
+  mine.fn.store(whole->fn.load());
+  mine.partial.store(false);
+  return true;
 }
 
 }  // namespace tessera
