@@ -33,6 +33,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -158,6 +159,28 @@ namespace native_gen {
 Jit& jit() {
   static Jit* j = [] {
     auto* j = new Jit;
+    // TESSERA_NATIVE_LLVM_ARGS: options of LLVM's own (`-disable-lsr`: loop
+    // strength reduction is half the code generator's time on a nest), to
+    // measure what a pass costs and gives; part of the cache's key.
+    if (const char* e = std::getenv("TESSERA_NATIVE_LLVM_ARGS"); e && *e) {
+      j->llvm_args = e;
+      std::vector<std::string> words{"tessera"};
+      for (const char* p = e; *p;) {
+        while (*p == ' ') ++p;
+        const char* q = p;
+        while (*q && *q != ' ') ++q;
+        if (q > p) words.emplace_back(p, q);
+        p = q;
+      }
+      std::vector<const char*> argv;
+      for (const std::string& w : words) argv.push_back(w.c_str());
+      std::string bad;
+      llvm::raw_string_ostream errs(bad);
+      if (!llvm::cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "", &errs)) {
+        j->error = "TESSERA_NATIVE_LLVM_ARGS: " + errs.str();
+        return j;
+      }
+    }
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -438,7 +461,8 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   }
   const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
   const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
-                           LLVM_VERSION_STRING + " format 2 helpers " +
+                           LLVM_VERSION_STRING + " format 2" +
+                           (j.llvm_args.empty() ? "" : " llvm " + j.llvm_args) + " helpers " +
                            std::to_string(std::size(kHelpers)) + " cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
   const Digest key = sha1(salt, ir);

@@ -61,6 +61,7 @@ struct Jit {
   uint64_t next = 0;
   std::string error;
   std::string cpu, features;
+  std::string llvm_args;  // TESSERA_NATIVE_LLVM_ARGS (part of the cache's key)
   std::map<std::string, NativeFn> loaded;  // the code linked in this process, by symbol
 };
 Jit& jit();
