@@ -673,7 +673,8 @@ const NativeCode* FastLoop::Impl::native_for(const State& st) const {
   // A few signatures at most (a loop run with other kinds of arguments).
   if (native_codes.size() + native_refused.size() >= 4) return nullptr;
   std::string why;
-  std::unique_ptr<NativeCode> code = native_compile(*this, st.regs, st.arrays, st.objects, why);
+  std::unique_ptr<NativeCode> code =
+      native_compile(*this, st.regs, st.arrays, st.objects, why, native_lazy_enabled());
   if (!code) {
     if (debug() || native_debug())
       std::fprintf(stderr, "[fast loops] %s: no native code, the interpreter runs the loop: %s\n",
@@ -683,12 +684,13 @@ const NativeCode* FastLoop::Impl::native_for(const State& st) const {
   }
   if (debug() || native_debug()) {
     if (code->from_cache)
-      std::fprintf(stderr, "[fast loops] %s: native code loaded from the cache in %.1f ms\n",
-                   where.c_str(), code->compile_ms);
+      std::fprintf(stderr, "[fast loops] %s: native code loaded from the cache in %.1f ms%s\n",
+                   where.c_str(), code->compile_ms, code->partial ? " (partial)" : "");
     else
-      std::fprintf(stderr, "[fast loops] %s: native code compiled in %.1f ms%s%s\n", where.c_str(),
-                   code->compile_ms, code->cache_note.empty() ? "" : "; cache: ",
-                   code->cache_note.c_str());
+      std::fprintf(stderr, "[fast loops] %s: native code compiled in %.1f ms%s%s%s\n",
+                   where.c_str(), code->compile_ms,
+                   code->partial ? " (partial: the versions checked before each loop)" : "",
+                   code->cache_note.empty() ? "" : "; cache: ", code->cache_note.c_str());
   }
   native_codes.push_back(std::move(code));
   return native_codes.back().get();
@@ -734,13 +736,13 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   c.rand = &draws;
   c.state = &st;
   c.impl = this;
-  const int32_t status = code.fn(&c);
+  const int32_t status = code.fn.load(std::memory_order_acquire)(&c);
   native_draws_settle(draws);
   undo_count = c.undo_n;
   last = c.last;
   // Random draws the general evaluation makes again: back to the call's
   // start (rollback rewinds st.draws), or to the start of the turn stopped.
-  if (status == kNativeBailCall) {
+  if (status == kNativeBailCall || status == kNativeNeedFull) {
     st.draws += static_cast<uint64_t>(c.draws);
   } else if (status == kNativeBail && c.draws > c.draws_at_turn) {
     const uint64_t at = st.stream_at_checkpoint;
@@ -944,6 +946,11 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       } else if (!code) {
         if (parallel_tries > 0) note_serial_prange(im.where, "the loop has no native code");
         native = false;
+      } else if (parallel_tries > 0 && code->partial.load() && !im.native_complete(*code, st)) {
+        // The chunks of a parallel loop run the whole code (a partial
+        // one's return to the call's start is not theirs to take).
+        note_serial_prange(im.where, "the loop has no whole native code");
+        parallel_tries = 0;
       } else if (parallel_tries > 0) {
         --parallel_tries;
         st.numbers_written_only = false;
@@ -974,6 +981,18 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
           return true;
         }
         if (status == kNativeInterrupt) break;  // the general path raises at once
+        if (status == kNativeNeedFull) {
+          // A lazily compiled code met what only its other versions do:
+          // back to the checkpoint taken before the call (as below), then
+          // the same turns again with the whole code, once it is compiled
+          // (the interpreter if it cannot be).
+          native_undo(undo_log, undo_count);
+          im.rollback(st, objects_before);
+          last = saved_last;
+          if (!im.native_complete(*code, st)) native = false;
+          since = kCheckpointTurns;
+          continue;
+        }
         if (status == kNativeBailCall) {
           // Back to the checkpoint taken before the call: the logged writes
           // (and arrays copied whole) undone, newest first; the interpreter

@@ -575,6 +575,11 @@ struct FastLoop::Impl {
   // The native code for the registers' kinds now (compiled on first use),
   // or null; and one call of it from a checkpoint.
   const NativeCode* native_for(const State& st) const;
+  // A partial code (NativeCode::partial) made whole: compiled again with
+  // every version, for the kinds in `st` (the same signature). False when
+  // the whole code is refused (then the interpreter runs what the partial
+  // code cannot).
+  bool native_complete(const NativeCode& code, const State& st) const;
   int32_t run_native(const NativeCode& code, State& st, Reg& last,
                      NativeLog& log, int64_t& undo_count) const;
   // The registers the loop assigned into the frame; `finished`: the loop

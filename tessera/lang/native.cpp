@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -32,6 +33,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/CommandLine.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -50,6 +52,7 @@ using native_gen::Gen;
 using native_gen::Jit;
 using native_gen::jit;
 using native_gen::kHelpers;
+using native_gen::NoLazy;
 using native_gen::Refuse;
 using native_gen::Retry;
 using native_gen::RowOf;
@@ -70,6 +73,14 @@ const std::string& native_setting() {
 
 bool native_enabled() { return native_setting() != "0"; }
 bool native_debug() { return native_setting() == "debug"; }
+
+bool native_lazy_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_NATIVE_LAZY");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
 
 // The array's last dimension has unit stride (or one element at most, whose
 // stride no index multiplies): its accesses are compiled with the constant
@@ -148,6 +159,28 @@ namespace native_gen {
 Jit& jit() {
   static Jit* j = [] {
     auto* j = new Jit;
+    // TESSERA_NATIVE_LLVM_ARGS: options of LLVM's own (`-disable-lsr`: loop
+    // strength reduction is half the code generator's time on a nest), to
+    // measure what a pass costs and gives; part of the cache's key.
+    if (const char* e = std::getenv("TESSERA_NATIVE_LLVM_ARGS"); e && *e) {
+      j->llvm_args = e;
+      std::vector<std::string> words{"tessera"};
+      for (const char* p = e; *p;) {
+        while (*p == ' ') ++p;
+        const char* q = p;
+        while (*q && *q != ' ') ++q;
+        if (q > p) words.emplace_back(p, q);
+        p = q;
+      }
+      std::vector<const char*> argv;
+      for (const std::string& w : words) argv.push_back(w.c_str());
+      std::string bad;
+      llvm::raw_string_ostream errs(bad);
+      if (!llvm::cl::ParseCommandLineOptions(static_cast<int>(argv.size()), argv.data(), "", &errs)) {
+        j->error = "TESSERA_NATIVE_LLVM_ARGS: " + errs.str();
+        return j;
+      }
+    }
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
     auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
@@ -360,7 +393,8 @@ class ChainFlattener {
 
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
                                            const std::vector<ArrEntry>& arrays,
-                                           const std::vector<Value>& objects, std::string& why) {
+                                           const std::vector<Value>& objects, std::string& why,
+                                           bool lazy) {
   Jit& j = jit();
   if (!j.lljit) {
     why = "the JIT could not start: " + j.error;
@@ -389,11 +423,17 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     body = &flat_body;
   }
   const std::map<int, RowOf> rows = chains.rows(*cond, *body);
+  bool partial = false;
   for (;;) {
     try {
       Gen g(im, *cond, *body, regs, arrays, objects, *context, *mod, dyn, rows);
+      g.lazy_build = lazy;
       g.build("tessera_loop");
+      partial = lazy && !g.need_full->use_empty();
       break;
+    } catch (const NoLazy&) {
+      lazy = false;
+      mod = fresh();
     } catch (const Refuse& r) {
       why = r.why;
       return nullptr;
@@ -421,18 +461,20 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   }
   const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
   const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
-                           LLVM_VERSION_STRING + " format 2 helpers " +
+                           LLVM_VERSION_STRING + " format 2" +
+                           (j.llvm_args.empty() ? "" : " llvm " + j.llvm_args) + " helpers " +
                            std::to_string(std::size(kHelpers)) + " cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
   const Digest key = sha1(salt, ir);
   const std::string name = "tessera_loop_" + hex(key);
   auto code = std::make_unique<NativeCode>();
   code->signature = native_signature(regs, arrays);
+  code->partial = partial;
   {
     std::lock_guard<std::mutex> lock(j.mu);
     auto it = j.loaded.find(name);
     if (it != j.loaded.end()) {  // the same code, compiled in this process already
-      code->fn = it->second;
+      code->fn.store(it->second);
       code->from_cache = true;
       code->compile_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -464,13 +506,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
     const auto t_opt = std::chrono::steady_clock::now();
     mpm.run(*mod, mam);
-    if (native_debug()) {  // where the first call's time goes
-      auto ms = [](auto a, auto b) {
-        return std::to_string(std::lround(std::chrono::duration<double, std::milli>(b - a).count()));
-      };
-      note += "; IR " + std::to_string(ir.size()) + " bytes, generated in " + ms(t0, t_opt) +
-              " ms, optimised in " + ms(t_opt, std::chrono::steady_clock::now()) + " ms";
-    }
+    const auto t_cg = std::chrono::steady_clock::now();
     if (native_setting() == "ir") {
       llvm::errs() << "; tessera native loop " << im.where << " (cpu " << j.cpu << ")\n";
       mod->print(llvm::errs(), nullptr);
@@ -487,12 +523,21 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       }
       pm.run(*mod);
     }
+    if (native_debug()) {  // where the first call's time goes
+      auto ms = [](auto a, auto b) {
+        return std::to_string(std::lround(std::chrono::duration<double, std::milli>(b - a).count()));
+      };
+      note += std::string(partial ? "; partial" : lazy ? "; lazy, whole" : "; whole") + ", IR " +
+              std::to_string(ir.size()) + " bytes, generated in " + ms(t0, t_opt) +
+              " ms, optimised in " + ms(t_opt, t_cg) + " ms, codegen in " +
+              ms(t_cg, std::chrono::steady_clock::now()) + " ms";
+    }
     obj.assign(buf.data(), buf.size());
     cache.store(obj, note);
   }
   std::lock_guard<std::mutex> lock(j.mu);
   if (auto it = j.loaded.find(name); it != j.loaded.end()) {
-    code->fn = it->second;
+    code->fn.store(it->second);
   } else {
     if (auto err = j.lljit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, name))) {
       why = "the JIT refused the code: " + llvm::toString(std::move(err));
@@ -503,13 +548,40 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       why = "the JIT did not find the code: " + llvm::toString(sym.takeError());
       return nullptr;
     }
-    code->fn = reinterpret_cast<NativeFn>(sym->getAddress());
-    j.loaded[name] = code->fn;
+    code->fn.store(reinterpret_cast<NativeFn>(sym->getAddress()));
+    j.loaded[name] = code->fn.load();
   }
   code->cache_note = note;
   code->compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return code;
+}
+
+bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st) const {
+  std::lock_guard<std::mutex> lock(native_mu);
+  if (!code.partial.load()) return true;  // made whole by another thread meanwhile
+  if (code.whole_refused) return false;
+  std::string why;
+  std::unique_ptr<NativeCode> whole =
+      native_compile(*this, st.regs, st.arrays, st.objects, why, false);
+  auto& mine = const_cast<NativeCode&>(code);  // fn and partial are atomics; the rest is locked
+  if (!whole || whole->signature != code.signature) {
+    mine.whole_refused = true;
+    if (debug() || native_debug())
+      std::fprintf(stderr, "[fast loops] %s: no whole native code, the interpreter runs what "
+                   "the partial one does not: %s\n", where.c_str(),
+                   whole ? "the registers' kinds changed" : why.c_str());
+    return false;
+  }
+  if (debug() || native_debug())
+    std::fprintf(stderr, "[fast loops] %s: a check before a loop failed; the whole native code %s "
+                 "in %.1f ms%s%s\n", where.c_str(),
+                 whole->from_cache ? "loaded from the cache" : "compiled", whole->compile_ms,
+                 whole->cache_note.empty() ? "" : "; cache: ", whole->cache_note.c_str());
+  mine.compile_ms += whole->compile_ms;
+  mine.fn.store(whole->fn.load());
+  mine.partial.store(false);
+  return true;
 }
 
 }  // namespace tessera

@@ -7,6 +7,7 @@
 // and the generator's files (native_gen.hpp).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -104,12 +105,21 @@ enum NativeStatus : int32_t {
   kNativeInterrupt = 3,   // Ctrl-C seen (between two turns, or inside one); registers written
   kNativeBailCall = 4,  // as kNativeBail, but back to the call's start: registers untouched, the
                         // log holds every write since
+  kNativeNeedFull = 5,  // as kNativeBailCall, from a lazily compiled code (NativeCode::partial)
+                        // whose check before a loop failed: run again with the whole code
 };
 
 using NativeFn = int32_t (*)(NativeCtx*);
 
 struct NativeCode {
-  NativeFn fn = nullptr;
+  // Swapped once, from the partial code to the whole one, while other
+  // threads may be running the partial (both stay loaded).
+  std::atomic<NativeFn> fn{nullptr};
+  // Compiled lazily: the versions of its loops checked once before them
+  // only; it returns kNativeNeedFull where they do not apply, and the whole
+  // code (native_compile without `lazy`) replaces it then.
+  std::atomic<bool> partial{false};
+  bool whole_refused = false;  // the whole code could not be compiled (under the loop's lock)
   std::vector<uint8_t> signature;  // the register kinds (and arrays' dtypes, ranks) it is for
   double compile_ms = 0;           // code generation, optimisation and machine code (or loading)
   bool from_cache = false;         // read from the disk cache (no optimisation, no codegen)
@@ -138,9 +148,15 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
 // generator handles.
 // `objects`: the interpreter's objects the registers refer to (a list's
 // items give the kind its reads are compiled for).
+// `lazy`: the versions checked once before each loop only, where the loop
+// has them (NativeCode::partial; TESSERA_NATIVE_LAZY=0 compiles all at once).
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
                                            const std::vector<ArrEntry>& arrays,
-                                           const std::vector<Value>& objects, std::string& why);
+                                           const std::vector<Value>& objects, std::string& why,
+                                           bool lazy = false);
+
+// False when TESSERA_NATIVE_LAZY=0.
+bool native_lazy_enabled();
 
 // Undoes the element writes logged by a native call, newest first.
 void native_undo(const NativeLog& log, int64_t n);

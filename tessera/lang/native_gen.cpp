@@ -996,36 +996,44 @@ void Gen::build(const std::string& name) {
   // goes back to the call's start, where the interpreter's roll-back
   // takes back the lists' changes; top_range's goes to the turn's start).
   const bool ranged = range_loop(loop_cond, loop_body, rl);
+  if (lazy_build) need_full = llvm::BasicBlock::Create(ctx, "need_full", fn);
   if (ranged && (rl.loops_in || !lists)) {
     if (rl.loops_in)
-      top_nest(rl, top, done, checkpoint, interrupted, max_turns, turns);
+      top_nest(rl, or_full(top), done, checkpoint, interrupted, max_turns, turns);
     else
-      top_range(rl, top, done, checkpoint, interrupted, max_turns, turns);
+      top_range(rl, or_full(top), done, checkpoint, interrupted, max_turns, turns);
   } else if (ranged && !makes_arrays) {
-    top_lists(rl, top, done, checkpoint, interrupted, max_turns, turns);
+    top_lists(rl, or_full(top), done, checkpoint, interrupted, max_turns, turns);
   } else {
+    if (lazy_build) throw NoLazy{};
     b.CreateBr(top);
   }
 
-  // Between two turns: Ctrl-C, the limits, then the condition.
-  b.SetInsertPoint(top);
-  interrupt_check(interrupted);
-  llvm::Value* t = b.CreateLoad(i64, turns);
-  llvm::BasicBlock* turn = llvm::BasicBlock::Create(ctx, "turn", fn);
-  llvm::Value* logged = b.CreateAdd(
-      b.CreateLoad(i64, undo_n),
-      b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, range_units), i64)));
-  b.CreateCondBr(b.CreateOr(b.CreateICmpSGE(t, max_turns), b.CreateICmpSGE(logged, max_undo)),
-                 checkpoint, turn, unlikely());
-  b.SetInsertPoint(turn);
-  b.CreateStore(b.CreateAdd(t, b.getInt64(1)), turns);
-  llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "outer_body", fn);
-  b.CreateCondBr(cond(loop_cond), body, done);
-  b.SetInsertPoint(body);
-  loops.push_back({top, done, nullptr, nullptr});
-  body_turn();
-  loops.pop_back();
-  b.CreateBr(top);
+  // Between two turns: Ctrl-C, the limits, then the condition (none in a
+  // lazy build: what the checks before the loop do not admit is left to the
+  // whole code).
+  if (top->use_empty()) {
+    top->eraseFromParent();
+  } else {
+    b.SetInsertPoint(top);
+    interrupt_check(interrupted);
+    llvm::Value* t = b.CreateLoad(i64, turns);
+    llvm::BasicBlock* turn = llvm::BasicBlock::Create(ctx, "turn", fn);
+    llvm::Value* logged = b.CreateAdd(
+        b.CreateLoad(i64, undo_n),
+        b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, range_units), i64)));
+    b.CreateCondBr(b.CreateOr(b.CreateICmpSGE(t, max_turns), b.CreateICmpSGE(logged, max_undo)),
+                   checkpoint, turn, unlikely());
+    b.SetInsertPoint(turn);
+    b.CreateStore(b.CreateAdd(t, b.getInt64(1)), turns);
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "outer_body", fn);
+    b.CreateCondBr(cond(loop_cond), body, done);
+    b.SetInsertPoint(body);
+    loops.push_back({top, done, nullptr, nullptr});
+    body_turn();
+    loops.pop_back();
+    b.CreateBr(top);
+  }
 
   auto exit_with = [&](llvm::BasicBlock* bb, int code) {
     b.SetInsertPoint(bb);
@@ -1046,6 +1054,11 @@ void Gen::build(const std::string& name) {
   b.SetInsertPoint(bail);
   b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
   b.CreateRet(b.getInt32(kNativeBailCall));
+  if (need_full) {  // the same, for the caller to run the whole code from the call's start
+    b.SetInsertPoint(need_full);
+    b.CreateStore(b.CreateLoad(i64, undo_n), field(cptr, offsetof(NativeCtx, undo_n), i64));
+    b.CreateRet(b.getInt32(kNativeNeedFull));
+  }
   // The object registers to the context before each sweep (their kinds
   // are all known now).
   for (llvm::BasicBlock* go : sweeps) {

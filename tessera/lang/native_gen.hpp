@@ -61,6 +61,7 @@ struct Jit {
   uint64_t next = 0;
   std::string error;
   std::string cpu, features;
+  std::string llvm_args;  // TESSERA_NATIVE_LLVM_ARGS (part of the cache's key)
   std::map<std::string, NativeFn> loaded;  // the code linked in this process, by symbol
 };
 Jit& jit();
@@ -123,6 +124,10 @@ inline Reg::Kind np_kind(Reg::Kind k) {
 struct Retry {
   int reg;
 };
+
+// Thrown by a lazy build (Gen::lazy_build) whose loop has no checked-once version
+// at its top: the general turns are all there is, so the whole is compiled.
+struct NoLazy {};
 
 // A variable holding a view of an array variable's row (`row = A[i]`,
 // `for row in A`): `from` A's register, `nidx` the indices given.
@@ -242,6 +247,21 @@ struct Gen {
   llvm::Value *undo_ptr = nullptr, *undo_n = nullptr, *undo_cap = nullptr;
   llvm::Value *last_k = nullptr, *last_p = nullptr;
   llvm::BasicBlock *bail = nullptr, *exit = nullptr;
+  // A lazy build: the versions with accesses checked once before a loop
+  // only. Where one of their checks fails, the code returns
+  // kNativeNeedFull from `need_full` (back to the call's start, as a bail)
+  // instead of going on in the versions checked at each access, which are
+  // compiled then (most runs never need them, and they were half or more
+  // of the code LLVM optimised).
+  bool lazy_build = false;
+  llvm::BasicBlock* need_full = nullptr;
+  // Where a failed check before a loop goes: `general` (the versions
+  // checked at each access), or need_full in a lazy build.
+  llvm::BasicBlock* or_full(llvm::BasicBlock* general) {
+    if (!lazy_build) return general;
+    ++bails;  // a way back to the call's start: the nest's writes need their log
+    return need_full;
+  }
   llvm::PHINode* exit_code = nullptr;
   struct LoopTargets {
     llvm::BasicBlock* cont;

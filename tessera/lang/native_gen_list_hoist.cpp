@@ -71,12 +71,16 @@ void Gen::hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value*
   llvm::Value* ok = lists_ok(ss, rl, k0, e0, hl, pr_h);
   llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "list_hoisted", fn);
   llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "list_sites", fn);
-  b.CreateCondBr(ok, fast, slow);
+  b.CreateCondBr(ok, fast, or_full(slow));
   b.SetInsertPoint(fast);
   prelog_lists(ss, rl, k0, e0, hl, nullptr);
   hoisted_lists = &hl;
   range_chunks(n, rl, e0, lk, lp, done, pr_h);
   hoisted_lists = nullptr;
+  if (slow->use_empty()) {  // a lazy build: the per-access version comes with the whole code
+    slow->eraseFromParent();
+    return;
+  }
   b.SetInsertPoint(slow);
   range_chunks(n, rl, e0, lk, lp, done, pr);
 }
@@ -87,6 +91,7 @@ void Gen::top_lists(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock
   std::vector<ListSite> ss;
   list_sites(loop_body, rl, ss);
   if (ss.empty()) {
+    if (lazy_build) throw NoLazy{};  // the general turns are all there is
     b.CreateBr(top);
     return;
   }

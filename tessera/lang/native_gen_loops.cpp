@@ -45,7 +45,12 @@ CV Gen::while_(const FNode& n) {
       if (maybe_undef[rl.k]) bad = b.CreateNot(b.CreateLoad(i1, def[rl.k]));
       llvm::Value* e0 = end_value(rl, bad);
       llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "proven_range", fn);
-      b.CreateCondBr(bad, head, fast, unlikely());
+      // A counter defined for sure: no other version (LLVM would drop it,
+      // after optimising it for nothing).
+      if (llvm::isa<llvm::ConstantInt>(bad))
+        b.CreateBr(fast);
+      else
+        b.CreateCondBr(bad, or_full(head), fast, unlikely());
       b.SetInsertPoint(fast);
       hoisted_range_chunks(n, rl, e0, lk, lp, done, *proven);
     } else {
@@ -63,7 +68,7 @@ CV Gen::while_(const FNode& n) {
     if (rl.loops_in) ok = b.CreateAnd(ok, nest_ok(n.kids[1], rl, k0, e0, pr, copy));
     if (proven) pr.insert(proven->begin(), proven->end());
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "range", fn);
-    b.CreateCondBr(ok, fast, head);
+    b.CreateCondBr(ok, fast, or_full(head));
     b.SetInsertPoint(fast);
     prelog(rl, hs, k0, e0);
     for (int r : copy) snapshot_once(r);
@@ -72,16 +77,21 @@ CV Gen::while_(const FNode& n) {
   } else {
     b.CreateBr(head);
   }
-  b.SetInsertPoint(head);
-  interrupt_check(interrupted);
-  b.CreateCondBr(cond(n.kids[0]), body, done);
-  b.SetInsertPoint(body);
-  loops.push_back({head, done, lk, lp});
-  CV v = eval_any(n.kids[1]);
-  loops.pop_back();
-  b.CreateStore(kind_of(v), lk);
-  b.CreateStore(to_payload(v), lp);
-  b.CreateBr(head);
+  if (head->use_empty()) {  // the checked-once version only (see above)
+    head->eraseFromParent();
+    body->eraseFromParent();
+  } else {
+    b.SetInsertPoint(head);
+    interrupt_check(interrupted);
+    b.CreateCondBr(cond(n.kids[0]), body, done);
+    b.SetInsertPoint(body);
+    loops.push_back({head, done, lk, lp});
+    CV v = eval_any(n.kids[1]);
+    loops.pop_back();
+    b.CreateStore(kind_of(v), lk);
+    b.CreateStore(to_payload(v), lp);
+    b.CreateBr(head);
+  }
   b.SetInsertPoint(done);
   if (comp != comp_loop.end()) comp_finish(comp->second);
   return CV{kDyn, b.CreateLoad(i8, lk), b.CreateLoad(i64, lp)};

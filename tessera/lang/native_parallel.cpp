@@ -657,7 +657,7 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
       ctx.draws = 0;
       ctx.draws_at_turn = 0;
       ctx.rand = nullptr;
-      status = code.fn(&ctx);
+      status = code.fn.load(std::memory_order_acquire)(&ctx);
       if (status != kNativeCheckpoint) break;
       if (stop.load(std::memory_order_relaxed)) break;
     }
