@@ -661,11 +661,104 @@ Reg FastLoop::Impl::logic(const FNode& n, State& st) const {
   }
 }
 
+namespace {
+// The buffers a run of a loop leaves on its thread for the next one: a
+// small jit function's loop runs its few turns in well under a microsecond,
+// and its State's vectors, the native call's array table and the signature
+// were a dozen allocations of each run. A run inside another (a loop in a
+// function the outer loop's general path calls) finds them taken and
+// allocates its own, as before; the first to finish gives its back.
+struct LoopRunSpares {
+  std::vector<Reg> regs, saved;
+  std::vector<uint8_t> assigned, saved_assigned, signature;
+  std::vector<uint64_t> counts, saved_counts;
+  std::vector<const Reg*> roots;
+  std::vector<NativeArray> arrays;
+  // The objects' table and its columns (a comprehension's lists).
+  std::vector<Value> objects;
+  std::vector<uint32_t> object_epoch, object_logged;
+  std::vector<int8_t> object_ascii;
+};
+thread_local LoopRunSpares t_loop_spares;
+
+// A buffer of larger runs is not kept (a loop of thousands of registers or
+// counters is rare; its buffer is freed as before).
+constexpr size_t kMaxLoopSpareBytes = size_t{64} << 10;
+
+template <class T>
+void take_loop_spare(std::vector<T>& spare, std::vector<T>& v) {
+  v.swap(spare);
+  v.clear();
+}
+
+template <class T>
+void give_loop_spare(std::vector<T>& v, std::vector<T>& spare) {
+  if (spare.capacity() == 0 && v.capacity() * sizeof(T) <= kMaxLoopSpareBytes) {
+    v.clear();
+    v.swap(spare);
+  }
+}
+
+// The State's buffers from the spares for one run, given back at its end.
+struct RecycledState {
+  FastLoop::Impl::State& st;
+  explicit RecycledState(FastLoop::Impl::State& s) : st(s) {
+    take_loop_spare(t_loop_spares.regs, st.regs);
+    take_loop_spare(t_loop_spares.saved, st.saved);
+    take_loop_spare(t_loop_spares.assigned, st.assigned);
+    take_loop_spare(t_loop_spares.saved_assigned, st.saved_assigned);
+    take_loop_spare(t_loop_spares.counts, st.counts);
+    take_loop_spare(t_loop_spares.saved_counts, st.saved_counts);
+    take_loop_spare(t_loop_spares.roots, st.roots);
+    take_loop_spare(t_loop_spares.objects, st.objects);
+    take_loop_spare(t_loop_spares.object_epoch, st.object_epoch);
+    take_loop_spare(t_loop_spares.object_logged, st.object_logged);
+    take_loop_spare(t_loop_spares.object_ascii, st.object_ascii);
+  }
+  ~RecycledState() {
+    give_loop_spare(st.regs, t_loop_spares.regs);
+    give_loop_spare(st.saved, t_loop_spares.saved);
+    give_loop_spare(st.assigned, t_loop_spares.assigned);
+    give_loop_spare(st.saved_assigned, t_loop_spares.saved_assigned);
+    give_loop_spare(st.counts, t_loop_spares.counts);
+    give_loop_spare(st.saved_counts, t_loop_spares.saved_counts);
+    give_loop_spare(st.roots, t_loop_spares.roots);
+    give_loop_spare(st.objects, t_loop_spares.objects);
+    give_loop_spare(st.object_epoch, t_loop_spares.object_epoch);
+    give_loop_spare(st.object_logged, t_loop_spares.object_logged);
+    give_loop_spare(st.object_ascii, t_loop_spares.object_ascii);
+  }
+  RecycledState(const RecycledState&) = delete;
+  RecycledState& operator=(const RecycledState&) = delete;
+};
+
+// A spare buffer held for one scope (the native call's array table, the
+// signature).
+template <class T>
+struct BorrowedLoopSpare {
+  std::vector<T>& spare;
+  std::vector<T> v;
+  explicit BorrowedLoopSpare(std::vector<T>& s) : spare(s) { take_loop_spare(spare, v); }
+  ~BorrowedLoopSpare() { give_loop_spare(v, spare); }
+  BorrowedLoopSpare(const BorrowedLoopSpare&) = delete;
+  BorrowedLoopSpare& operator=(const BorrowedLoopSpare&) = delete;
+};
+}  // namespace
+
 const NativeCode* FastLoop::Impl::native_for(const State& st) const {
-  std::vector<uint8_t> sig = native_signature(st.regs, st.arrays);
+  BorrowedLoopSpare<uint8_t> sig_buffer(t_loop_spares.signature);
+  std::vector<uint8_t>& sig = sig_buffer.v;
+  native_signature(st.regs, st.arrays, sig);
+  // Set once a code is in native_codes, which keeps it as long as the loop.
+  if (const NativeCode* recent = native_recent.load(std::memory_order_acquire);
+      recent && recent->signature == sig)
+    return recent;
   std::lock_guard<std::mutex> lock(native_mu);
   for (const auto& c : native_codes) {
-    if (c->signature == sig) return c.get();
+    if (c->signature == sig) {
+      native_recent.store(c.get(), std::memory_order_release);
+      return c.get();
+    }
   }
   for (const auto& r : native_refused) {
     if (r == sig) return nullptr;
@@ -691,12 +784,15 @@ const NativeCode* FastLoop::Impl::native_for(const State& st) const {
                    code->cache_note.c_str());
   }
   native_codes.push_back(std::move(code));
+  native_recent.store(native_codes.back().get(), std::memory_order_release);
   return native_codes.back().get();
 }
 
 int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
                                    NativeLog& log, int64_t& undo_count) const {
-  std::vector<NativeArray> arrs(st.regs.size());
+  BorrowedLoopSpare<NativeArray> arrays_buffer(t_loop_spares.arrays);
+  std::vector<NativeArray>& arrs = arrays_buffer.v;
+  arrs.resize(st.regs.size());
   for (size_t r = 0; r < st.regs.size(); ++r) {
     if (st.regs[r].k != Reg::Arr) continue;
     const ArrEntry& e = st.arrays[st.regs[r].a];
@@ -810,6 +906,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     return false;
   }
   Impl::State st;
+  RecycledState recycled(st);
   const size_t n = im.vars.size();
   st.regs.resize(n);
   st.assigned.assign(n, 0);

@@ -989,6 +989,10 @@ BlockNode::BlockNode(SourceLoc loc, std::vector<NodePtr> body)
     writes_.push_back(sorted_unique(std::move(acc.writes)));
     calls_.push_back(calls_functions(body_[i].get()));
     ordered_.push_back(program_writes() && may_write(body_[i].get()));
+    const auto* nil = a ? dynamic_cast<const ConstantNode*>(a->value()) : nullptr;
+    Value v;
+    releases_.push_back(nil && a->depth() == 0 && nil->eval_now(nullptr, v) && v.is_nil() &&
+                        a->label().rfind("define <release ", 0) == 0);
   }
 }
 
@@ -1030,6 +1034,13 @@ Future<Value> BlockNode::eval_from(const FramePtr& frame, size_t i, Value last,
           return eval_from(frame, i, last, deferred);
         });
       }
+    }
+    if (releases_[i]) {
+      // What the define's evaluation does for a nil constant (Frame::set),
+      // without its futures.
+      frame->set(static_cast<const AssignNode*>(body_[i].get())->slot(), Value());
+      last = Value();
+      continue;
     }
     Future<Value> f;
     if (const AssignNode* a = dataflow_[i]) {
