@@ -62,6 +62,10 @@ class AssignNode : public Node {
   // the variable becomes pending (Frame::set_pending) and the future is
   // returned unassigned, so the block can go on while it computes.
   Future<Value> eval_dataflow(const FramePtr& frame) const;
+  // eval_dataflow's usual case without a future: a value at once (a
+  // constant, `n + 1`, `range_index(n)` on numbers) assigned, and true;
+  // false with nothing evaluated otherwise.
+  bool assign_now(const FramePtr& frame, Value& out) const;
   // False when the value may have effects (printing, random draws, files,
   // function calls), assigns variables of this frame or frames around it,
   // or has break(), continue() or return(): then the block waits for it
