@@ -28,6 +28,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/lang/fastloop_buffers.hpp"
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
 #include "tessera/lang/nodes.hpp"
@@ -661,97 +662,6 @@ Reg FastLoop::Impl::logic(const FNode& n, State& st) const {
   }
 }
 
-const NativeCode* FastLoop::Impl::native_for(const State& st) const {
-  std::vector<uint8_t> sig = native_signature(st.regs, st.arrays);
-  std::lock_guard<std::mutex> lock(native_mu);
-  for (const auto& c : native_codes) {
-    if (c->signature == sig) return c.get();
-  }
-  for (const auto& r : native_refused) {
-    if (r == sig) return nullptr;
-  }
-  // A few signatures at most (a loop run with other kinds of arguments).
-  if (native_codes.size() + native_refused.size() >= 4) return nullptr;
-  std::string why;
-  std::unique_ptr<NativeCode> code =
-      native_compile(*this, st.regs, st.arrays, st.objects, why, native_lazy_enabled());
-  if (!code) {
-    if (debug() || native_debug())
-      std::fprintf(stderr, "[fast loops] %s: no native code, the interpreter runs the loop: %s\n",
-                   where.c_str(), why.c_str());
-    native_refused.push_back(std::move(sig));
-    return nullptr;
-  }
-  if (debug() || native_debug()) {
-    if (code->from_cache)
-      std::fprintf(stderr, "[fast loops] %s: native code loaded from the cache in %.1f ms%s\n",
-                   where.c_str(), code->compile_ms, code->partial ? " (partial)" : "");
-    else
-      std::fprintf(stderr, "[fast loops] %s: native code compiled in %.1f ms%s%s%s\n",
-                   where.c_str(), code->compile_ms,
-                   code->partial ? " (partial: the versions checked before each loop)" : "",
-                   code->cache_note.empty() ? "" : "; cache: ", code->cache_note.c_str());
-  }
-  native_codes.push_back(std::move(code));
-  return native_codes.back().get();
-}
-
-int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
-                                   NativeLog& log, int64_t& undo_count) const {
-  std::vector<NativeArray> arrs(st.regs.size());
-  for (size_t r = 0; r < st.regs.size(); ++r) {
-    if (st.regs[r].k != Reg::Arr) continue;
-    const ArrEntry& e = st.arrays[st.regs[r].a];
-    arrs[r].base = e.base;
-    for (int d = 0; d < e.nd && d < kMaxDims; ++d) {
-      arrs[r].shape[d] = e.shape[d];
-      arrs[r].strides[d] = e.strides[d];
-    }
-  }
-  if (log.entries.size() < 4096) log.entries.resize(4096);
-  log.ranges.clear();
-  log.bytes.clear();
-  log.copies.clear();
-  NativeCtx c;
-  c.regs = st.regs.data();
-  c.assigned = st.assigned.data();
-  c.counts = st.counts.data();
-  c.arrays = arrs.data();
-  c.entries = st.arrays.data();
-  c.undo = log.entries.data();
-  c.undo_n = 0;
-  c.undo_cap = static_cast<int64_t>(log.entries.size());
-  c.log = &log;
-  c.range_units = 0;
-  // Checkpoints every 16384 turns or 65536 logged element writes: a bail
-  // redoes at most that many turns on the interpreter.
-  c.max_turns = int64_t{1} << 14;
-  c.max_undo = int64_t{1} << 16;
-  c.last = last;
-  c.helpers = native_helpers();
-  c.interrupt = interrupt_flag_address();
-  c.draws = 0;
-  c.draws_at_turn = 0;
-  NativeDraws draws;
-  c.rand = &draws;
-  c.state = &st;
-  c.impl = this;
-  const int32_t status = code.fn.load(std::memory_order_acquire)(&c);
-  native_draws_settle(draws);
-  undo_count = c.undo_n;
-  last = c.last;
-  // Random draws the general evaluation makes again: back to the call's
-  // start (rollback rewinds st.draws), or to the start of the turn stopped.
-  if (status == kNativeBailCall || status == kNativeNeedFull) {
-    st.draws += static_cast<uint64_t>(c.draws);
-  } else if (status == kNativeBail && c.draws > c.draws_at_turn) {
-    const uint64_t at = st.stream_at_checkpoint;
-    rewind_random_stream(at + static_cast<uint64_t>(c.draws),
-                         at + static_cast<uint64_t>(c.draws_at_turn));
-  }
-  return status;
-}
-
 FastLoop::FastLoop(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 FastLoop::~FastLoop() = default;
 
@@ -812,6 +722,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
     return false;
   }
   Impl::State st;
+  RecycledState recycled(st);
   const size_t n = im.vars.size();
   st.regs.resize(n);
   st.assigned.assign(n, 0);

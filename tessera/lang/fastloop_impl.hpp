@@ -292,6 +292,9 @@ struct FastLoop::Impl {
   mutable std::mutex native_mu;
   mutable std::vector<std::unique_ptr<NativeCode>> native_codes;
   mutable std::vector<std::vector<uint8_t>> native_refused;
+  // The code a run last found (one of native_codes, which are never
+  // removed): a run with the same signature takes it without the lock.
+  mutable std::atomic<const NativeCode*> native_recent{nullptr};
 
   struct State {
     std::vector<Reg> regs, saved;

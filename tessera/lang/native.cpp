@@ -95,6 +95,13 @@ bool native_unit_last(const ArrEntry& e) {
 std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
                                       const std::vector<ArrEntry>& arrays) {
   std::vector<uint8_t> sig;
+  native_signature(regs, arrays, sig);
+  return sig;
+}
+
+void native_signature(const std::vector<Reg>& regs, const std::vector<ArrEntry>& arrays,
+                      std::vector<uint8_t>& sig) {
+  sig.clear();
   sig.reserve(regs.size() * 4);
   for (const Reg& r : regs) {
     sig.push_back(r.k);
@@ -105,7 +112,6 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
       sig.push_back(static_cast<uint8_t>(native_unit_last(e) * 4 + e.writable * 2 + e.indexable));
     }
   }
-  return sig;
 }
 
 namespace {

@@ -142,6 +142,9 @@ bool native_unit_last(const ArrEntry& e);
 // The signature of the registers `regs` (arrays described by `arrays`).
 std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
                                       const std::vector<ArrEntry>& arrays);
+// The same into `out` (its buffer reused: computed at every run of a loop).
+void native_signature(const std::vector<Reg>& regs, const std::vector<ArrEntry>& arrays,
+                      std::vector<uint8_t>& out);
 
 // Compiles the loop `im` for registers of the kinds in `regs`; null with the
 // reason in `why` when the loop (or a register's kind) is outside what the

@@ -62,6 +62,10 @@ class AssignNode : public Node {
   // the variable becomes pending (Frame::set_pending) and the future is
   // returned unassigned, so the block can go on while it computes.
   Future<Value> eval_dataflow(const FramePtr& frame) const;
+  // eval_dataflow's usual case without a future: a value at once (a
+  // constant, `n + 1`, `range_index(n)` on numbers) assigned, and true;
+  // false with nothing evaluated otherwise.
+  bool assign_now(const FramePtr& frame, Value& out) const;
   // False when the value may have effects (printing, random draws, files,
   // function calls), assigns variables of this frame or frames around it,
   // or has break(), continue() or return(): then the block waits for it
@@ -259,6 +263,11 @@ class BlockNode : public Node {
   // Per statement: it may write into an array (in a program that writes),
   // so it waits for the defines still computing before it.
   std::vector<bool> ordered_;
+  // Per statement: a `<release x>` the compiler added after x's last read
+  // (compiler.cpp, release_at_last_use): nil assigned at once, with no future
+  // made (a jit function's body has one per variable; a small function's
+  // call paid about 0.1 us for each).
+  std::vector<bool> releases_;
 };
 
 // parallel_block(a, b, c): all at once, value of the last.
