@@ -416,6 +416,11 @@ Value eval_fused_in_place(const FusedExpr& whole, const FusedExpr& value_fx,
   } else {
     value = eval_fused(value_fx, std::move(value_leaves), nullptr, nullptr);
   }
+  if (in_place.scalar_binary && leaves[0].is_scalar() && value.is_scalar()) {
+    // Two Python numbers: the unfused call's scalar arithmetic, whose
+    // errors name the in-place operator (`[iadd] integer overflow`).
+    return in_place.scalar_binary(in_place, leaves[0], value);
+  }
   Args ia(in_place, {std::move(leaves[0]), std::move(value)});
   return run_primitive(in_place, ia);
 }
