@@ -179,8 +179,17 @@ NodePtr PrimitiveCallNode::fuse_in_place(const SourceLoc& loc, const PrimitiveSp
   std::shared_ptr<const PrimitiveSpec> fused_spec = make_fused_in_place_spec(whole, expr, *spec);
   std::vector<NodePtr> all{operands[0]};
   all.insert(all.end(), value->operands_.begin(), value->operands_.end());
-  return fused_call(loc, std::move(fused_spec), std::move(whole), std::move(all), spec, operands,
-                    slots, same_site);
+  // fused_call's node, marked as the in-place one (eval sends a number x to
+  // the unfused tree).
+  std::vector<int> in_order(all.size());
+  for (size_t i = 0; i < in_order.size(); ++i) in_order[i] = static_cast<int>(i);
+  auto node = std::make_shared<PrimitiveCallNode>(loc, fused_spec.get(), std::move(all),
+                                                  std::move(in_order), same_site);
+  node->owned_spec_ = std::move(fused_spec);
+  node->fused_ = std::move(whole);
+  node->unfused_ = std::make_shared<PrimitiveCallNode>(loc, spec, operands, slots, same_site);
+  node->fused_in_place_ = true;
+  return node;
 }
 
 NodePtr PrimitiveCallNode::fuse_setitem(const SourceLoc& loc, const PrimitiveSpec* spec,

@@ -201,6 +201,7 @@ class PrimitiveCallNode : public Node {
   // A fused call's own primitive (spec_ points at it) and unfused tree.
   std::shared_ptr<const PrimitiveSpec> owned_spec_;
   std::shared_ptr<const FusedExpr> fused_;
+  bool fused_in_place_ = false;  // fuse_in_place's call: x OP= value
   NodePtr unfused_;
 };
 
