@@ -704,6 +704,18 @@ void Array::assign(const Array& src0) {
       using To = typename decltype(to_tag)::type;
       const From* sp = src.origin<From>();
       To* dp = origin<To>();
+      if (src.size_ == 1) {
+        // One value everywhere (`x[i * i::i] = False`): converted once and
+        // held in a register, a tight store loop (through `sp` the compiler
+        // reloaded it at each element: both pointers may alias).
+        const To v = element_cast<To>(sp[0]);
+        if (strides_.empty()) {
+          std::fill_n(dp, size_, v);
+        } else {
+          walk_two(shape_, sst, dst_strides, [dp, v](int64_t, int64_t d) { dp[d] = v; });
+        }
+        return;
+      }
       if (strides_.empty() && src.strides_.empty() && src.size_ == size_) {
         for (int64_t i = 0; i < size_; ++i) dp[i] = element_cast<To>(sp[i]);
         return;

@@ -373,6 +373,74 @@ bool strided_binary_1d(BinaryOp op, const Array& x, const Array& y, Array& out) 
   return true;
 }
 
+// x = x OUTER (a INNER b) for a 1-D float x too small to split over workers
+// (Gram-Schmidt's v -= dot(q, a) * q on 1,000 elements): per chunk of 512,
+// a INNER b into a buffer (strided operands gathered), then x OUTER it
+// written back into x, by the loops strided_binary_1d runs for each of the
+// two operations, so the same bits as the two in turn, without the
+// temporary array between them. An operand that is x itself is read at the
+// element being written; any other overlap with x, a shape that is not
+// x's, or a large x: false, nothing done.
+template <class T>
+bool update_1d(BinaryOp outer, BinaryOp inner, Array& x, const FusedLeaf& la,
+               const FusedLeaf& lb) {
+  const int64_t n = x.size();
+  if (x.ndim() != 1 || tile_count(n, cost_ns(outer) + cost_ns(inner)) > 1) return false;
+  struct Source {
+    const T* p = nullptr;  // null: the value v throughout
+    int64_t s = 0;
+    T v = T(0);
+  };
+  auto source_of = [&](const FusedLeaf& l, Source& src) {
+    if (!l.array) {
+      src.v = static_cast<T>(l.scalar);
+      return true;
+    }
+    const Array& a = *l.array;
+    if (a.dtype() != x.dtype() || a.ndim() > 1) return false;
+    if (a.size() == 1) {  // read once, before any write (as NumPy's temporary holds it)
+      src.v = *a.origin<T>();
+      return true;
+    }
+    if (a.dim(0) != n) return false;
+    if (a.may_overlap(x) && !(a.offset() == x.offset() && a.strides() == x.strides())) {
+      return false;
+    }
+    src.p = a.origin<T>();
+    src.s = a.is_contiguous() ? 1 : a.strides()[0];
+    return true;
+  };
+  Source sa, sb;
+  if (!source_of(la, sa) || !source_of(lb, sb) || (!sa.p && !sb.p)) return false;
+  const int64_t sx = x.is_contiguous() ? 1 : x.strides()[0];
+  T* const px = x.origin<T>();
+  constexpr int64_t kChunk = 512;
+  alignas(64) T ba[kChunk], bb[kChunk], bt[kChunk], bx[kChunk];
+  bool done = with_float_binary(inner, [&](auto ci) {
+    auto fi = [](T u, T w) { return float_binary<decltype(ci)::value>(u, w); };
+    with_float_binary(outer, [&](auto co) {
+      auto fo = [](T u, T w) { return float_binary<decltype(co)::value>(u, w); };
+      for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+        const int64_t m = std::min(kChunk, n - c0);
+        auto operand = [&](const Source& src, T* buf) {
+          if (!src.p) return Operand<T>{nullptr, src.v};
+          if (src.s == 1) return Operand<T>{src.p + c0, T(0)};
+          for (int64_t i = 0; i < m; ++i) buf[i] = src.p[(c0 + i) * src.s];
+          return Operand<T>{buf, T(0)};
+        };
+        const Operand<T> t = apply_binary(operand(sa, ba), operand(sb, bb), bt, m, fi);
+        const Operand<T> xo = operand(Source{px, sx, T(0)}, bx);
+        T* dst = sx == 1 ? px + c0 : bx;
+        apply_binary(xo, t, dst, m, fo);
+        if (sx != 1) {
+          for (int64_t i = 0; i < m; ++i) px[(c0 + i) * sx] = bx[i];
+        }
+      }
+    });
+  });
+  return done;
+}
+
 }  // namespace
 
 bool strided_binary(BinaryOp op, const Array& x, const Array& y, Array& out) {
@@ -411,6 +479,22 @@ bool strided_unary(UnaryOp op, const Array& x, Array& out) {
   FusedPlan plan({st}, {FusedLeaf{&x}}, out);
   parallel_for(plan.size(), cost_ns(op), [&](int64_t b, int64_t e) { plan.run(b, e); });
   return true;
+}
+
+}  // namespace tessera::kernels
+
+namespace tessera::kernels {
+
+bool update_in_place_1d(BinaryOp outer, BinaryOp inner, Array& x, const FusedLeaf& a,
+                        const FusedLeaf& b) {
+  // No power: FusedPlan's shortcuts for it (x ** 2 as x * x) are not here.
+  if (!fusable(outer) || !fusable(inner) || outer == BinaryOp::power ||
+      inner == BinaryOp::power || !x.writable()) {
+    return false;
+  }
+  if (x.dtype() == DType::float64) return update_1d<double>(outer, inner, x, a, b);
+  if (x.dtype() == DType::float32) return update_1d<float>(outer, inner, x, a, b);
+  return false;
 }
 
 }  // namespace tessera::kernels

@@ -96,4 +96,13 @@ class FusedPlan {
 bool strided_binary(BinaryOp op, const Array& x, const Array& y, Array& out);
 bool strided_unary(UnaryOp op, const Array& x, Array& out);
 
+// x = x OUTER (a INNER b) in one pass over a small 1-D float x (one tile:
+// no parallel_for), each leaf a scalar already converted to x's dtype, a
+// size-1 array or a 1-D array of x's length and dtype (any stride) that
+// does not overlap x unless it is x itself. The bits of `inner` then
+// `outer` as strided_binary computes them. False (nothing done) otherwise,
+// or when both a and b are single values.
+bool update_in_place_1d(BinaryOp outer, BinaryOp inner, Array& x, const FusedLeaf& a,
+                        const FusedLeaf& b);
+
 }  // namespace tessera::kernels

@@ -372,6 +372,9 @@ class Compiler {
     if (NodePtr fused = PrimitiveCallNode::fuse_reduce(a->loc, spec, operands, slots, same_site)) {
       return fused;
     }
+    if (NodePtr fused = PrimitiveCallNode::fuse_in_place(a->loc, spec, operands, slots, same_site)) {
+      return fused;
+    }
     return std::make_shared<PrimitiveCallNode>(a->loc, spec, std::move(operands), std::move(slots),
                                                same_site);
   }

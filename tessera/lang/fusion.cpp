@@ -124,6 +124,74 @@ NodePtr PrimitiveCallNode::fuse(const SourceLoc& loc, const PrimitiveSpec* spec,
                     std::move(unfused_operands), slots, same_site);
 }
 
+NodePtr PrimitiveCallNode::fuse_in_place(const SourceLoc& loc, const PrimitiveSpec* spec,
+                                         const std::vector<NodePtr>& operands,
+                                         const std::vector<int>& slots, int same_site) {
+  // x OP= value with value a fused expression or one elementwise call
+  // (Gram-Schmidt's v -= dot(q, a) * q): x OP value as one expression.
+  if (!fusion_enabled() || operands.size() != 2 || !positional(*spec, slots)) return nullptr;
+  const PrimitiveSpec* base = fusable_in_place_base(*spec);
+  auto* value = dynamic_cast<const PrimitiveCallNode*>(operands[1].get());
+  if (!base || !value) return nullptr;
+  auto expr = std::make_shared<FusedExpr>();
+  if (value->fused_ && value->owned_spec_->family == kFusedValueFamily) {
+    *expr = *value->fused_;
+  } else if (fusable_spec(*value->spec_) && positional(*value->spec_, value->slots_)) {
+    FusedExpr::Step st;
+    st.spec = value->spec_;
+    st.binary = value->spec_->fuse_binary >= 0;
+    if (st.binary) {
+      st.bop = static_cast<BinaryOp>(value->spec_->fuse_binary);
+    } else {
+      st.uop = static_cast<UnaryOp>(value->spec_->fuse_unary);
+    }
+    st.a = 0;
+    st.b = 1;
+    st.loc = value->loc();
+    expr->steps.push_back(std::move(st));
+    expr->n_leaves = value->operands_.size();
+  } else {
+    return nullptr;
+  }
+  if (expr->steps.size() + 1 > kMaxFusedSteps) return nullptr;
+  // x is evaluated first, then the value's leaves: the unfused order.
+  if (!pure_value(operands[0].get()) || may_write(operands[0].get())) return nullptr;
+  for (const NodePtr& leaf : value->operands_) {
+    if (!pure_value(leaf.get()) || may_write(leaf.get())) return nullptr;
+  }
+  // The whole expression: x is leaf 0, which moves every other id up by one.
+  auto whole = std::make_shared<FusedExpr>();
+  whole->n_leaves = expr->n_leaves + 1;
+  for (FusedExpr::Step st : expr->steps) {
+    st.a += 1;
+    if (st.binary) st.b += 1;
+    whole->steps.push_back(std::move(st));
+  }
+  FusedExpr::Step own;
+  own.spec = base;
+  own.binary = true;
+  own.bop = static_cast<BinaryOp>(base->fuse_binary);
+  own.a = 0;
+  own.b = static_cast<int>(whole->n_leaves + whole->steps.size() - 1);
+  own.loc = loc;
+  whole->steps.push_back(std::move(own));
+
+  std::shared_ptr<const PrimitiveSpec> fused_spec = make_fused_in_place_spec(whole, expr, *spec);
+  std::vector<NodePtr> all{operands[0]};
+  all.insert(all.end(), value->operands_.begin(), value->operands_.end());
+  // fused_call's node, marked as the in-place one (eval sends a number x to
+  // the unfused tree).
+  std::vector<int> in_order(all.size());
+  for (size_t i = 0; i < in_order.size(); ++i) in_order[i] = static_cast<int>(i);
+  auto node = std::make_shared<PrimitiveCallNode>(loc, fused_spec.get(), std::move(all),
+                                                  std::move(in_order), same_site);
+  node->owned_spec_ = std::move(fused_spec);
+  node->fused_ = std::move(whole);
+  node->unfused_ = std::make_shared<PrimitiveCallNode>(loc, spec, operands, slots, same_site);
+  node->fused_in_place_ = true;
+  return node;
+}
+
 NodePtr PrimitiveCallNode::fuse_setitem(const SourceLoc& loc, const PrimitiveSpec* spec,
                                         const std::vector<NodePtr>& operands,
                                         const std::vector<int>& slots, int same_site) {

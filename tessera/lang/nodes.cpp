@@ -684,6 +684,14 @@ Future<Value> PrimitiveCallNode::eval(const FramePtr& frame) const {
     // primitive.
     Value now;
     if (unfused_->eval_now(frame, now)) return Future<Value>::ready(std::move(now));
+    // x OP= value on a number x whose value needs a call (`d += x[k] - x[i]`
+    // of floats; NumPy's numbers are 0-d arrays): the unfused tree's
+    // evaluation, its nodes counted as the loop interpreter counts them (only
+    // an array x of one dimension or more gains from the fused call).
+    if (fused_in_place_ && operands_[0]->eval_now(frame, now) &&
+        !(now.is_array() && now.as_array().ndim() > 0)) {
+      return unfused_->eval(frame);
+    }
   }
   if (direct_ == Direct::type_name) {
     Value now;

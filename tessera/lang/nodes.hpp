@@ -148,6 +148,12 @@ class PrimitiveCallNode : public Node {
   static NodePtr fuse_setitem(const SourceLoc& loc, const PrimitiveSpec* spec,
                               const std::vector<NodePtr>& operands, const std::vector<int>& slots,
                               int same_site);
+  // x OP= value (iadd, isub, imul, itruediv) whose value fuses or is one
+  // elementwise call: one call that computes x OP value into x in one pass
+  // when it can (fused.hpp); null otherwise.
+  static NodePtr fuse_in_place(const SourceLoc& loc, const PrimitiveSpec* spec,
+                               const std::vector<NodePtr>& operands, const std::vector<int>& slots,
+                               int same_site);
   // sum/mean/prod/min/max(x, ...) whose x fuses: one call that reduces the
   // expression as it is computed when it can (fused.hpp); null otherwise.
   static NodePtr fuse_reduce(const SourceLoc& loc, const PrimitiveSpec* spec,
@@ -199,6 +205,7 @@ class PrimitiveCallNode : public Node {
   // A fused call's own primitive (spec_ points at it) and unfused tree.
   std::shared_ptr<const PrimitiveSpec> owned_spec_;
   std::shared_ptr<const FusedExpr> fused_;
+  bool fused_in_place_ = false;  // fuse_in_place's call: x OP= value
   NodePtr unfused_;
 };
 

@@ -134,12 +134,31 @@ std::optional<Value> reduce_in_pass(const FusedReduction& red,
   return Value(std::move(out));
 }
 
+// Two views of the same elements in the same order: a leaf that is the
+// destination itself is read at each element before that element is written
+// (x -= s * y, x[1:-1] = x[1:-1] * 2), as the temporary NumPy makes would hold it.
+bool same_view(const Array& a, const Array& b) {
+  return a.shares_storage(b) && a.offset() == b.offset() && a.dtype() == b.dtype() &&
+         a.shape() == b.shape() && a.strides() == b.strides();
+}
+
+// With `give_back` (and `dest`), the expression is computed only when it can
+// be written straight into dest; otherwise nothing is computed (small steps
+// aside, which have no effects), the leaves are moved back into *give_back
+// and the value is nil with *wrote false.
 Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Array* dest,
-                 bool* wrote, const FusedReduction* red = nullptr, bool* reduced = nullptr) {
+                 bool* wrote, const FusedReduction* red = nullptr, bool* reduced = nullptr,
+                 std::vector<Value>* give_back = nullptr) {
   const size_t nl = fx.n_leaves, ns = fx.steps.size();
   std::vector<Value> vals(nl + ns);
   for (size_t i = 0; i < nl; ++i) vals[i] = std::move(leaf_values[i]);
   if (wrote) *wrote = false;
+  auto unfused_or_decline = [&](size_t from) -> Value {
+    if (!give_back) return run_unfused(fx, vals, from);
+    give_back->clear();
+    for (size_t i = 0; i < nl; ++i) give_back->push_back(std::move(vals[i]));
+    return Value();
+  };
 
   // Which operands are "large": an array of more than one element, or a
   // step with a large operand. A step of small operands only (Python
@@ -163,7 +182,7 @@ Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Arra
     large[nl + k] = large[s.a] || (s.binary && large[s.b]);
     n_large += large[nl + k];
   }
-  if (!plain || n_large == 0) return run_unfused(fx, vals, 0);
+  if (!plain || n_large == 0) return unfused_or_decline(0);
   for (size_t k = 0; k < ns; ++k) {
     const FusedExpr::Step& s = fx.steps[k];
     if (large[nl + k]) continue;
@@ -213,13 +232,13 @@ Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Arra
   // The small steps are done: the unfused way goes on from the first large one.
   size_t first_large = 0;
   while (first_large < ns && !large[nl + first_large]) ++first_large;
-  if (!ok || !dtype) return run_unfused(fx, vals, first_large);
+  if (!ok || !dtype) return unfused_or_decline(first_large);
   Shape out_shape;
   try {
     out_shape = kernels::broadcast_shapes(shapes, "fused");
   } catch (const std::invalid_argument&) {
     // Shapes that do not broadcast: the unfused steps report it where it fails.
-    return run_unfused(fx, vals, first_large);
+    return unfused_or_decline(first_large);
   }
   // Leaves in order, then step results: renumber operands to the kernel's
   // numbering (leaves first).
@@ -264,7 +283,10 @@ Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Arra
   if (dest && dest->dtype() == *dtype && dest->writable() && dest->ndim() > 0) {
     bool fits = true;
     for (const kernels::FusedLeaf& l : leaves) {
-      if (l.array && (l.array->ndim() > dest->ndim() || l.array->may_overlap(*dest))) fits = false;
+      if (l.array && (l.array->ndim() > dest->ndim() ||
+                      (l.array->may_overlap(*dest) && !same_view(*l.array, *dest)))) {
+        fits = false;
+      }
     }
     if (fits) {
       shapes.push_back(dest->shape());
@@ -282,6 +304,7 @@ Value eval_fused(const FusedExpr& fx, std::vector<Value> leaf_values, const Arra
       return Value();
     }
   }
+  if (give_back) return unfused_or_decline(0);
   Array out(*dtype, out_shape);
   kernels::FusedPlan plan(std::move(steps), std::move(leaves), out);
   parallel_for(plan.size(), cost, [&](int64_t b, int64_t e) { plan.run(b, e); });
@@ -333,6 +356,73 @@ Value eval_fused_setitem(const FusedExpr& fx, const PrimitiveSpec& value_spec, s
   if (wrote) return x;
   Args sa(setitem, {x, std::move(v), indices_of(a, n_indices)});
   return run_primitive(setitem, sa);
+}
+
+// x OP= expression: x, then the expression's leaves. When x is a float array
+// the whole x OP expression is one pass written into x (no temporary for the
+// expression, nor a second pass to apply it) if eval_fused can write it there:
+// the leaves of one dtype, which is x's (so NumPy's same_kind cast is the
+// identity), the result of x's shape and no leaf overlapping x other than x
+// itself. Otherwise the expression's value, then the in-place primitive on x
+// and it, exactly as unfused (its casts, errors and rebinding of numbers).
+Value eval_fused_in_place(const FusedExpr& whole, const FusedExpr& value_fx,
+                          const PrimitiveSpec& value_spec, const PrimitiveSpec& in_place,
+                          Args& a) {
+  std::vector<Value> leaves;
+  leaves.reserve(whole.n_leaves);
+  bool tiled = false;
+  for (size_t i = 0; i < whole.n_leaves; ++i) {
+    leaves.push_back(a.take(i));
+    tiled = tiled || leaves.back().is_tiled();
+  }
+  if (!tiled && leaves[0].is_array()) {
+    const Array x = leaves[0].as_array();
+    if (x.ndim() > 0 && x.writable() &&
+        (x.dtype() == DType::float64 || x.dtype() == DType::float32)) {
+      if (whole.steps.size() == 2 && whole.steps[0].binary && whole.steps[0].a == 1 &&
+          whole.steps[0].b == 2) {
+        // x OP= a OP2 b, the usual case: one loop over a small 1-D x.
+        kernels::FusedLeaf ab[2];
+        bool ok = true;
+        for (int k = 0; k < 2 && ok; ++k) {
+          const Value& v = leaves[1 + k];
+          if (python_number(v)) {
+            ab[k].scalar = weak_scalar(v, x.dtype());
+          } else {
+            ok = v.is_array() && !v.as_array().weak();
+            if (ok) ab[k].array = &v.as_array();
+          }
+        }
+        Array target = x;
+        if (ok && kernels::update_in_place_1d(whole.steps[1].bop, whole.steps[0].bop, target,
+                                              ab[0], ab[1])) {
+          return Value(x);
+        }
+      }
+      std::vector<Value> back;
+      bool wrote = false;
+      eval_fused(whole, std::move(leaves), &x, &wrote, nullptr, nullptr, &back);
+      if (wrote) return Value(x);
+      leaves = std::move(back);
+    }
+  }
+  std::vector<Value> value_leaves(std::make_move_iterator(leaves.begin() + 1),
+                                  std::make_move_iterator(leaves.end()));
+  Value value;
+  if (const TiledOverload* t = tiled ? find_tiled_overload(value_spec, value_leaves) : nullptr) {
+    Args va(value_spec, std::move(value_leaves));
+    va.pack_views();
+    value = (*t)(value_spec, va).wait();
+  } else {
+    value = eval_fused(value_fx, std::move(value_leaves), nullptr, nullptr);
+  }
+  if (in_place.scalar_binary && leaves[0].is_scalar() && value.is_scalar()) {
+    // Two Python numbers: the unfused call's scalar arithmetic, whose
+    // errors name the in-place operator (`[iadd] integer overflow`).
+    return in_place.scalar_binary(in_place, leaves[0], value);
+  }
+  Args ia(in_place, {std::move(leaves[0]), std::move(value)});
+  return run_primitive(in_place, ia);
 }
 
 // The reductions a fused expression's value may go straight into.
@@ -420,6 +510,42 @@ std::shared_ptr<const PrimitiveSpec> make_fused_spec(std::shared_ptr<const Fused
     std::vector<Value> leaves;
     for (size_t i = 0; i < expr->n_leaves; ++i) leaves.push_back(a.take(i));
     return eval_fused(*expr, std::move(leaves), nullptr, nullptr);
+  };
+  return spec;
+}
+
+const PrimitiveSpec* fusable_in_place_base(const PrimitiveSpec& spec) {
+  // The operators whose float result the fused pass computes as the base
+  // primitive does (one rounding per step).
+  static const std::pair<const char*, const char*> kBases[] = {
+      {"iadd", "add"}, {"isub", "subtract"}, {"imul", "multiply"}, {"itruediv", "divide"}};
+  if (spec.family != "inplace") return nullptr;
+  for (const auto& [op, base] : kBases) {
+    if (spec.name == op) {
+      const PrimitiveSpec* b = find_primitive(base);
+      return b && b->fuse_binary >= 0 ? b : nullptr;
+    }
+  }
+  return nullptr;
+}
+
+std::shared_ptr<const PrimitiveSpec> make_fused_in_place_spec(
+    std::shared_ptr<const FusedExpr> whole, std::shared_ptr<const FusedExpr> value,
+    const PrimitiveSpec& in_place) {
+  std::shared_ptr<const PrimitiveSpec> value_spec = make_fused_spec(value);
+  auto spec = std::make_shared<PrimitiveSpec>(*value_spec);
+  spec->name = in_place.name + "_" + value_spec->name;
+  spec->family = "inplace";  // no tiled overload: tiled leaves take the fallback
+  spec->params.clear();
+  spec->params.push_back({"x"});
+  for (size_t i = 0; i < value->n_leaves; ++i) spec->params.push_back({"x" + std::to_string(i)});
+  spec->help = "x " + in_place.name +
+               " an expression of elementwise primitives, computed in one pass into x when "
+               "it can be (docs/runtime.md).";
+  spec->writes = true;
+  const PrimitiveSpec* ip = &in_place;  // registered: lives as long as the program
+  spec->eval = [whole, value, value_spec, ip](Args& a) -> Value {
+    return eval_fused_in_place(*whole, *value, *value_spec, *ip, a);
   };
   return spec;
 }

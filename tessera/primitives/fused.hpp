@@ -50,6 +50,18 @@ std::shared_ptr<const PrimitiveSpec> make_fused_spec(std::shared_ptr<const Fused
 std::shared_ptr<const PrimitiveSpec> make_fused_setitem_spec(std::shared_ptr<const FusedExpr> expr,
                                                              size_t n_indices);
 
+// x OP= expression (iadd, isub, imul, itruediv: `in_place`, whose binary
+// primitive fusable_in_place_base gives): operands x, then the leaves of
+// `value`, the expression; `whole` is x OP value with x as leaf 0. A float x
+// that only x itself overlaps, of the expression's dtype and shape, receives
+// the whole in one pass (v -= s * Q[:, i] reads the column in place, no
+// temporary); otherwise the value is computed and `in_place` applies it.
+std::shared_ptr<const PrimitiveSpec> make_fused_in_place_spec(
+    std::shared_ptr<const FusedExpr> whole, std::shared_ptr<const FusedExpr> value,
+    const PrimitiveSpec& in_place);
+// The binary primitive of an in-place operator make_fused_in_place_spec
+// takes (subtract for isub); null for any other primitive.
+const PrimitiveSpec* fusable_in_place_base(const PrimitiveSpec& spec);
 // A reduction (sum, mean, prod, min, max: `reduce`) of a fused expression:
 // its operands are the expression's leaves, then the reduction's own
 // arguments after x (axis, keepdims[, dtype]). Over trailing axes (axis nil,
