@@ -56,9 +56,8 @@ fuzz: fuzz-build
 # ctest runs one test more than the cores: the resilience tests mostly wait
 # (heartbeats, restarts: 38% of 2 cores busy over dist_ckpt|cluster|failure),
 # so a third test fills their idle time (1028 tests in 623 s at -j3 against
-# 669 s at -j2, 2026-12-06); a test of 4 ranks or more takes two of the
-# three slots (tests/distributed/CMakeLists.txt), so no two of them share the
-# cores with a third.
+# 669 s at -j2, 2026-12-06). Counting a test of 4 ranks or more as two slots
+# (ctest's PROCESSORS) ran them one at a time: ctest 1054 s, too slow.
 # pytest's two workers steal queued tests from each other (--dist worksteal):
 # neither sits idle at the end while the other still holds a batch.
 test: build
