@@ -143,16 +143,7 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
                                    NativeLog& log, int64_t& undo_count) const {
   BorrowedLoopSpare<NativeArray> arrays_buffer(t_loop_spares.arrays);
   std::vector<NativeArray>& arrs = arrays_buffer.v;
-  arrs.resize(st.regs.size());
-  for (size_t r = 0; r < st.regs.size(); ++r) {
-    if (st.regs[r].k != Reg::Arr) continue;
-    const ArrEntry& e = st.arrays[st.regs[r].a];
-    arrs[r].base = e.base;
-    for (int d = 0; d < e.nd && d < kMaxDims; ++d) {
-      arrs[r].shape[d] = e.shape[d];
-      arrs[r].strides[d] = e.strides[d];
-    }
-  }
+  native_array_table(st.regs, st.arrays, arrs);
   if (log.entries.size() < 4096) log.entries.resize(4096);
   log.ranges.clear();
   log.bytes.clear();

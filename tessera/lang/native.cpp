@@ -114,6 +114,20 @@ void native_signature(const std::vector<Reg>& regs, const std::vector<ArrEntry>&
   }
 }
 
+void native_array_table(const std::vector<Reg>& regs, const std::vector<ArrEntry>& arrays,
+                        std::vector<NativeArray>& out) {
+  out.resize(regs.size());
+  for (size_t r = 0; r < regs.size(); ++r) {
+    if (regs[r].k != Reg::Arr) continue;
+    const ArrEntry& e = arrays[regs[r].a];
+    out[r].base = e.base;
+    for (int d = 0; d < e.nd && d < kMaxDims; ++d) {
+      out[r].shape[d] = e.shape[d];
+      out[r].strides[d] = e.strides[d];
+    }
+  }
+}
+
 namespace {
 // The entries' buffer a finished NativeLog left on this thread (see NativeLog).
 thread_local std::vector<NativeUndo> t_spare_undo_entries;

@@ -145,6 +145,10 @@ std::vector<uint8_t> native_signature(const std::vector<Reg>& regs,
 // The same into `out` (its buffer reused: computed at every run of a loop).
 void native_signature(const std::vector<Reg>& regs, const std::vector<ArrEntry>& arrays,
                       std::vector<uint8_t>& out);
+// The native code's view of the registers' arrays (base, shape, strides),
+// one entry per register (only array registers' are filled), into `out`.
+void native_array_table(const std::vector<Reg>& regs, const std::vector<ArrEntry>& arrays,
+                        std::vector<NativeArray>& out);
 
 // Compiles the loop `im` for registers of the kinds in `regs`; null with the
 // reason in `why` when the loop (or a register's kind) is outside what the

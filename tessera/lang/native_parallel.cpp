@@ -591,16 +591,8 @@ FastLoop::Impl::Parallel FastLoop::Impl::run_parallel(const NativeCode& code, St
     for (int32_t a : kept) before.push_back(st.arrays[a].array.copy());
   }
 
-  std::vector<NativeArray> arrs(st.regs.size());
-  for (size_t r = 0; r < st.regs.size(); ++r) {
-    if (st.regs[r].k != Reg::Arr) continue;
-    const ArrEntry& e = st.arrays[st.regs[r].a];
-    arrs[r].base = e.base;
-    for (int d = 0; d < e.nd && d < kMaxDims; ++d) {
-      arrs[r].shape[d] = e.shape[d];
-      arrs[r].strides[d] = e.strides[d];
-    }
-  }
+  std::vector<NativeArray> arrs;
+  native_array_table(st.regs, st.arrays, arrs);
 
   struct Chunk {
     std::vector<Reg> regs;
