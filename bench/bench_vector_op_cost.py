@@ -11,6 +11,8 @@ Run: env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=python LD_LIBRARY_P
          .venv/bin/python bench/bench_vector_op_cost.py [case,case...]
 """
 
+import os
+import platform
 import sys
 import time
 
@@ -66,6 +68,11 @@ CASES = {
 
 def main(argv):
     names = argv[0].split(",") if argv else list(CASES)
+    with open("/proc/cpuinfo") as f:
+        model = next((line.split(":", 1)[1].strip() for line in f
+                      if line.startswith("model name")), platform.machine())
+    print(f"machine: {model}, {os.cpu_count()} cores; NumPy {np.__version__} as written "
+          f"(its own threads), tessera at 1 and 2 threads; ratio = tessera 2t / NumPy")
     for name in names:
         f, make = CASES[name]
         j1, j2 = tessera.jit(f, threads=1), tessera.jit(f, threads=2)
@@ -80,7 +87,7 @@ def main(argv):
                 times.setdefault(label, []).append(time.perf_counter() - t0)
         us = {k: sorted(v)[2] / N * 1e6 for k, v in times.items()}
         print(f"{name:8s} us per turn: NumPy {us['numpy']:.3f}  tessera 1t {us['1t']:.3f}  "
-              f"2t {us['2t']:.3f}")
+              f"2t {us['2t']:.3f}  ratio {us['2t'] / us['numpy']:.2f}")
 
 
 if __name__ == "__main__":
