@@ -342,6 +342,10 @@ CV Gen::eval_any(const FNode& n) {
         set_row(n.reg, row->second, n.kids[0]);
         return CV{Reg::Nil};
       }
+      if (unpack_regs.count(n.reg)) {
+        unpack_assign(n);
+        return CV{Reg::Nil};
+      }
       ArrT t;
       if (rebinds[n.reg] && alloc_type(n.kids[0], t)) {
         alloc_into(n.reg, n.kids[0], t);
@@ -898,6 +902,7 @@ void Gen::build(const std::string& name) {
   for (const auto& [r, row] : rows) rebinds[static_cast<size_t>(r)] = true;
   find_const_only();
   find_lists();
+  find_unpacks();
   find_comprehensions();
   find_views();
   strong.assign(nr, nullptr);

@@ -461,8 +461,23 @@ struct Gen {
   // NumberList's; native_list_site).
   struct RowSite {
     llvm::Value *ok, *key, *gen, *data, *len, *buf, *stride, *kfix;
+    // A slot of the register's row cache (row_cache_site) also has: the
+    // in-place ask said yes for its row (i1), its writes need the log (i1),
+    // the items' address whose numbers were logged whole (i64). Null for
+    // a site of its own.
+    llvm::Value *writable = nullptr, *logs = nullptr, *ranged = nullptr;
   };
   RowSite row_site(int r);
+  // For t[i][j] of a table register: the slot for row i of a cache of
+  // kRowSlots rows shared by all of the register's sites, so that code
+  // going from row to row (nbody's t[i], t[j]) finds each row's address
+  // again instead of asking the helper at each site's change of row.
+  static constexpr int kRowSlots = 8;
+  struct RowCache {
+    llvm::Value *ok, *key, *gen, *data, *len, *buf, *stride, *kfix, *writable, *logs, *ranged;
+  };
+  std::map<int, RowCache> row_caches;
+  RowSite row_cache_site(int r, llvm::Value* i);
   llvm::Value* site_hit(const RowSite& s, llvm::Value* i, llvm::Value* gen);
   void fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Value* gen);
   // The same for a flat list (xs[i]): the site keyed by the list's object.
@@ -1028,6 +1043,20 @@ struct Gen {
   // start), or a variable holding one (or another object) when it began.
   void find_lists();
   void find_fixed_lists();
+  // `a, b = t[i]` (native_gen_rows.cpp): the registers assigned
+  // unpack(t[i], n) once and read only as their [c] (unpack_regs); the
+  // items copied at the unpacking into i64 allocas, read back by kind.
+  struct Unpacked {
+    std::vector<int> kinds;
+    std::vector<llvm::Value*> out;
+    llvm::Value* def = nullptr;  // i1: unpacked in this call
+  };
+  std::set<int> unpack_regs;
+  std::map<int, Unpacked> unpacked;
+  void find_unpacks();
+  const Value* compile_list(int r, int depth) const;
+  void unpack_assign(const FNode& n);
+  CV unpacked_item(const FNode& n);
   void find_iterate_aliases();
   // `iterate(x)` of a variable holding an array when the loop starts (its
   // value is the array itself).

@@ -332,6 +332,7 @@ CV Gen::getitem(const FNode& n) {
     count(n.counter);
     return CV{Reg::PyInt, ashape(r, d)};
   }
+  if (n.kids[0].op == Op::Var && unpack_regs.count(n.kids[0].reg)) return unpacked_item(n);
   if (n.kids[0].op == Op::Var && kind[n.kids[0].reg] == Reg::Obj && dict_reg[n.kids[0].reg])
     return dict_item(n);
   if (n.kids.size() == 2 && n.kids[0].op == Op::GetItem && n.kids[0].kids.size() == 2 &&

@@ -185,8 +185,8 @@ extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_
   }
   const Value* row = nlists_row(st, obj, i);
   if (row == nullptr) return 1;
-  if (kind == kNativeRowMode) {
-    if (row->is_tuple()) return 1;
+  if (kind == kNativeRowMode || kind == kNativeReadRowMode) {
+    if (row->is_tuple() && kind == kNativeRowMode) return 1;
     native_list_site(*row, out);
     return 0;
   }

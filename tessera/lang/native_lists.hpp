@@ -25,6 +25,10 @@ constexpr int64_t kNativeRowMode = -7;
 // With `kind` kNativeFlatMode (i and j unused), the same for the flat list
 // at `obj` itself: its items' address and number, read in place by `xs[i]`.
 constexpr int64_t kNativeFlatMode = -8;
+// With `kind` kNativeReadRowMode, as kNativeRowMode but a tuple row too: for
+// `a, b = t[i]` (native_gen_rows.cpp), which reads the items and keeps no
+// address past the next helper call, and never writes.
+constexpr int64_t kNativeReadRowMode = -9;
 
 // Where a Value keeps what the generated code reads and writes in place: its
 // size, the byte of its kind (ValueKind) and the offset of an int's or a
