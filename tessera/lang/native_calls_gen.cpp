@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,14 @@ namespace {
 struct NcVal {
   llvm::Value* v = nullptr;
   NcKind k = NcKind::None;
+  // A list: the variable whose descriptor it is (lists are passed by
+  // reference; each list variable names one descriptor for good), and
+  // whether it is a loop's `iterate(xs)` (a snapshot in the general path).
+  int list_slot = -1;
+  bool iterated = false;
+  // A call's list(result, lists...) or pop's (list, item): taken apart by
+  // getitem(pack, k) at compile time.
+  std::shared_ptr<std::vector<NcVal>> pack;
 };
 
 // One function of the group: a (code, kinds) the module defines.
@@ -35,6 +44,7 @@ struct NcFunc {
   NcKind ret;
   Frame* env;
   llvm::Function* fn = nullptr;
+  std::vector<int> ret_lists;  // the parameters given back (nc_ret_lists)
 };
 
 class NcCompiler {
@@ -58,7 +68,8 @@ class NcCompiler {
 
  private:
   llvm::Type* type_of(NcKind k) {
-    if (nc_is_array(k)) return llvm::PointerType::getUnqual(b_.getInt64Ty());  // its descriptor
+    if (nc_is_array(k) || nc_is_list(k))
+      return llvm::PointerType::getUnqual(b_.getInt64Ty());  // its descriptor
     switch (k) {
       case NcKind::Int:
       case NcKind::NpInt64:
@@ -195,11 +206,14 @@ class NcCompiler {
     llvm::Function* fn = f.fn;
     const std::vector<NcKind> arg_kinds = f.args;
     if (code.makes_closures) return refuse(code.body.get(), "the function makes functions");
+    if (!nc_ret_lists(code, funcs[cur_].ret_lists))
+      return refuse(code.body.get(), "some returns give lists back, others not");
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     dead_ = false;
     slots_.assign(code.frame_size, nullptr);
     kinds_.assign(code.frame_size, NcKind::None);
     assigned_.assign(code.frame_size, false);
+    lists_reset(code.frame_size);
     bail_if(b_.CreateICmpSGT(fn->getArg(1), b_.getInt32(kMaxCallDepth)));
     for (size_t i = 0; i < arg_kinds.size(); ++i) {
       if (i >= slots_.size()) return refuse(code.body.get(), "a parameter without a slot");
@@ -210,7 +224,7 @@ class NcCompiler {
     if (!dead_) {
       // The body's value is the function's; None (falling off the end of a
       // function with returns): the general path's value.
-      if (v.k == NcKind::None) {
+      if (v.k == NcKind::None && !v.pack) {
         bail();
       } else if (!ret(code.body.get(), v)) {
         return false;
@@ -233,6 +247,13 @@ class NcCompiler {
 
   bool ret(const Node* n, NcVal v) {
     NcFunc& f = funcs[cur_];
+    if (!f.ret_lists.empty() || v.pack) {
+      if (!returned_lists(n, v)) return false;
+      if (v.k == NcKind::None) {  // list(nil, p, ...): the general path's None
+        bail();
+        return true;
+      }
+    }
     if (!nc_number(v.k)) return refuse(n, "a return without a number");
     if (v.k != f.ret) {
       // The kinds of calls' results are guesses until every return agrees
@@ -595,7 +616,8 @@ class NcCompiler {
     if (op == "is_mutable_container" && kids.size() == 1) {
       NcVal v;
       if (!expr(kids[0], v)) return false;
-      if (v.k == NcKind::None) return refuse(&p, "a value that is not a number or an array");
+      if (v.k == NcKind::None || nc_is_list(v.k))
+        return refuse(&p, "a value that is not a number or an array");
       out = {b_.getInt1(false), NcKind::Bool};
       return true;
     }
@@ -639,13 +661,17 @@ class NcCompiler {
     return true;
   }
 
+#include "tessera/lang/native_calls_gen_lists.inc"
+
   bool primitive(const PrimitiveCallNode& p, NcVal& out) {
     if (p.unfused()) return expr(p.unfused(), out);  // a fused call: its expression
     const std::vector<const Node*> kids = p.children();
     std::string op = p.spec()->name;
     {
       bool handled = false;
-      const bool ok = array_primitive(p, op, kids, out, handled);
+      bool ok = list_primitive(p, op, kids, out, handled);
+      if (handled || !ok) return ok;
+      ok = array_primitive(p, op, kids, out, handled);
       if (handled || !ok) return ok;
     }
     if (op == "remainder" || op == "imod") op = "mod";
@@ -681,6 +707,17 @@ class NcCompiler {
       if (k == NcKind::NpInt32) check_int32(out.v);
       return true;
     }
+    if (kids.size() == 1 && op == "abs" &&
+        (vals[0].k == NcKind::Int || vals[0].k == NcKind::Float)) {  // Python's abs()
+      llvm::Value* x = vals[0].v;
+      if (vals[0].k == NcKind::Float) {
+        out = {b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), NcKind::Float};
+      } else {  // abs(-2**63) is beyond int64: a bail
+        llvm::Value* neg = checked(llvm::Intrinsic::ssub_with_overflow, b_.getInt64(0), x);
+        out = {b_.CreateSelect(b_.CreateICmpSLT(x, b_.getInt64(0)), neg, x), NcKind::Int};
+      }
+      return true;
+    }
     if (kids.size() == 1 && (op == "logical_not" || op == "not" || op == "not_")) {
       if (!nc_number(vals[0].k)) return refuse(&p, "an operand is not a number");
       out = {b_.CreateNot(truth(vals[0])), NcKind::Bool};
@@ -711,6 +748,10 @@ class NcCompiler {
         return refuse(kids[i + 1], "an argument is not a number or an array");
       kinds.push_back(args[i].k);
     }
+    std::vector<int> given_back;
+    if (!nc_ret_lists(code, given_back))
+      return refuse(&c, "the function called gives lists back from some returns only");
+    if (!lists_passed(c, args, given_back)) return false;
     const size_t before = funcs.size();
     const size_t target = function_for(code, closure->env_raw(), kinds);
     if (funcs[target].env != closure->env_raw())
@@ -732,6 +773,14 @@ class NcCompiler {
     call_target_[r] = target;
     bail_if(b_.CreateICmpNE(b_.CreateLoad(b_.getInt32Ty(), caller->getArg(0)), b_.getInt32(0)));
     out = {r, funcs[target].ret};
+    if (!given_back.empty()) {
+      // list(result, p, ...): the callee changed the caller's lists in place
+      auto pack = std::make_shared<std::vector<NcVal>>();
+      pack->push_back(out);
+      for (int p : given_back) pack->push_back(args[static_cast<size_t>(p)]);
+      out = {};
+      out.pack = pack;
+    }
     return true;
   }
 
@@ -783,7 +832,7 @@ class NcCompiler {
       for (size_t i = 0; i < assigned_.size(); ++i) assigned_[i] = assigned_[i] && t_set[i];
     }
     out = {};
-    if (!t_dead && !e_dead && tv.k == ev.k && tv.k != NcKind::None) {
+    if (!t_dead && !e_dead && tv.k == ev.k && tv.k != NcKind::None && !nc_is_list(tv.k)) {
       llvm::PHINode* phi = b_.CreatePHI(type_of(tv.k), 2);
       phi->addIncoming(tv.v, t_end);
       phi->addIncoming(ev.v, e_end);
@@ -871,6 +920,8 @@ class NcCompiler {
     out = {};
     const bool as_condition = cond_ctx_;
     cond_ctx_ = false;
+    target_ = rebind_;  // the variable this expression's value is assigned to, if any
+    rebind_ = -1;
     if (dead_) return true;  // after a return: nothing runs
     if (auto* k = dynamic_cast<const ConstantNode*>(n)) {
       Value v;
@@ -888,16 +939,25 @@ class NcCompiler {
     }
     if (auto* v = dynamic_cast<const VariableNode*>(n)) {
       if (v->depth() != 0) return refuse(n, "a variable of a frame around the function");
+      if (v->slot() < packs_.size() && packs_[v->slot()]) {
+        out.pack = packs_[v->slot()];
+        return true;
+      }
       if (v->slot() >= assigned_.size() || !assigned_[v->slot()])
         return refuse(n, "a local may be read before it is assigned");
       out = {b_.CreateLoad(type_of(kinds_[v->slot()]), slots_[v->slot()]), kinds_[v->slot()]};
+      if (nc_is_list(out.k)) out.list_slot = static_cast<int>(v->slot());
       return true;
     }
     if (auto* a = dynamic_cast<const AssignNode*>(n)) {
       if (a->depth() != 0) return refuse(n, "an assignment of a variable around the function");
       NcVal v;
+      rebind_ = static_cast<int>(a->slot());
       if (!expr(a->value(), v)) return false;
       if (dead_) return true;
+      bool done = false;
+      if (!assign_list(n, a->slot(), v, done)) return false;
+      if (done) return true;
       if (v.k == NcKind::None && dynamic_cast<const ConstantNode*>(a->value())) {
         // define(x, nil): a local declared (unassigned: reading it still refuses)
         if (a->slot() < assigned_.size()) assigned_[a->slot()] = false;
@@ -911,8 +971,11 @@ class NcCompiler {
       return true;
     }
     if (auto* bl = dynamic_cast<const BlockNode*>(n)) {
+      const size_t pending = pending_.size();
       for (const NodePtr& s : bl->statements())
         if (!expr(s.get(), out)) return false;
+      if (pending_.size() > pending)  // a changed list not assigned back: it was a copy
+        return refuse(n, "a list changed by a call or pop() and not assigned back");
       return true;
     }
     if (auto* p = dynamic_cast<const PrimitiveCallNode*>(n)) return primitive(*p, out);
@@ -920,6 +983,7 @@ class NcCompiler {
     if (auto* i = dynamic_cast<const IfNode*>(n)) return if_node(*i, out);
     if (auto* l = dynamic_cast<const LogicalNode*>(n)) return logical(*l, as_condition, out);
     if (auto* w = dynamic_cast<const WhileNode*>(n)) return while_node(*w, out);
+    if (auto* l = dynamic_cast<const ListNode*>(n)) return list_display(*l, out);
     if (auto* c = dynamic_cast<const ControlNode*>(n)) {
       if (c->label() != "return") {
         if (loops_.empty()) return refuse(n, "break or continue outside a loop");
@@ -944,6 +1008,17 @@ class NcCompiler {
   size_t cur_ = 0;
   bool dead_ = false;
   bool cond_ctx_ = false;  // the next expression is a condition (see logical)
+  int rebind_ = -1;       // the next expression is assigned to this variable
+  int target_ = -1;       // the expression being compiled is (list_primitive)
+  // Lists (native_calls_gen_lists.inc): per variable, the pack it holds, the
+  // list a loop's iterate() variable reads (-1: none) and the loop depth it
+  // was made at, whether the function gives the list back (may change it);
+  // the lists changed by a call or pop() still to be assigned back.
+  std::vector<std::shared_ptr<std::vector<NcVal>>> packs_;
+  std::vector<int> alias_of_;
+  std::vector<size_t> alias_depth_;
+  std::vector<bool> changeable_;
+  std::vector<int> pending_;
   std::vector<llvm::AllocaInst*> slots_;
   std::vector<NcKind> kinds_;
   std::vector<bool> assigned_;
@@ -970,7 +1045,8 @@ void nc_add_entry(llvm::LLVMContext& ctx, llvm::Module& mod, const NcFunc& f,
       w = b.CreateBitCast(w, b.getDoubleTy());
     if (k == NcKind::NpFloat32) w = b.CreateFPTrunc(w, b.getFloatTy());  // exact: it was one
     if (nc_bool_kind(k)) w = b.CreateICmpNE(w, b.getInt64(0));
-    if (nc_is_array(f.args[i])) w = b.CreateIntToPtr(w, llvm::PointerType::getUnqual(b.getInt64Ty()));
+    if (nc_is_array(k) || nc_is_list(k))
+      w = b.CreateIntToPtr(w, llvm::PointerType::getUnqual(b.getInt64Ty()));
     args.push_back(w);
   }
   llvm::Value* r = b.CreateCall(f.fn, args);
@@ -1015,6 +1091,7 @@ bool nc_generate(llvm::LLVMContext& ctx, llvm::Module& mod, std::map<NcKey, NcKi
   }
   out.recursive = nc_recursive(c.steps, c.funcs.size());
   out.ret = c.funcs[0].ret;
+  out.ret_lists = c.funcs[0].ret_lists;
   out.steps = c.steps;
   out.functions = c.funcs.size();
   if (out.recursive) nc_add_entry(ctx, mod, c.funcs[0], name);
