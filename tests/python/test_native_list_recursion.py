@@ -186,11 +186,27 @@ def divide_at_depth(k, xs):
     return divide_at_depth(k - 1, xs) + 1
 
 
+def queens_table(m):
+    # a loop calling the recursion with a list: the loop interpreter's call
+    out = []
+    for n in range(1, m):
+        out.append(queens_count(n, 0, []))
+    return out
+
+
+def dots(xs, k):
+    t = 0.0
+    for i in range(k):
+        t += dot_rec(xs, xs, 0) * i
+    return t
+
+
 CASES = [(n_queens, (5,)), (n_queens, (6,)), (n_queens, (1,)), (queens_from, (6, [1])),
          (queens_from, (5, [0, 2])), (all_perms, ([3, 1, 2],)), (all_perms, ([],)),
          (subsets, ([1, 2, 4],)), (mixed, (5,)), (mixed, (2,)), (walks, (4, 3)),
          (two_helpers, (4, [1])), (dot_same, ([1.5, -2.0, 0.25],)), (stop_at_three, (2, [])),
-         (stop_at_three, (6, [9])), (queens_from, (6, [True])), (divide_at_depth, (5, [1, 2]))]
+         (stop_at_three, (6, [9])), (queens_from, (6, [True])), (divide_at_depth, (5, [1, 2])),
+         (queens_table, (7,)), (dots, ([1.5, 2.0, -0.5], 4))]
 # Cases that raise at depth: the same error and the caller's list on every path.
 RAISING = [(divide_at_depth, (1, [1, 2])), (index_error_at_depth, (4, [1, 2]))]
 
@@ -199,7 +215,7 @@ RAISING = [(divide_at_depth, (1, [1, 2])), (index_error_at_depth, (4, [1, 2]))]
 # the entry's when called with the caller's list).
 NATIVE_CALLS = ["queens_count_out", "subset_sums_out", "walk_out", "two_helpers_entry",
                 "dot_rec", "stop_at_three_entry", "divide_at_depth_entry",
-                "index_error_at_depth_entry"]
+                "index_error_at_depth_entry", "dots"]
 
 
 @pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
@@ -237,6 +253,10 @@ def test_native_interpreter_and_general_print_the_same():
     # The recursion with lists runs as native calls (docs/runtime.md).
     for name in NATIVE_CALLS:
         assert f"native code for the call of '{name}'" in log, (name, log)
+    # queens_table's loop runs on the interpreter, whose calls of the
+    # recursion take the list (before: a bail and a roll-back at each).
+    assert loop_log_lines(log, queens_table, "the interpreter runs the loop"), log
+    assert not loop_log_lines(log, queens_table, "rolled back"), log
     for mode in ("interpreter", "general"):
         assert "native code for the call" not in out[mode][1]
 
