@@ -2,7 +2,8 @@
 // function per (jit function, kinds of its arguments) of a group, the calls
 // among them direct calls, so recursion is a plain call; see native_calls.cpp
 // for the semantics the code keeps (a status every frame returns on, the undo
-// log of its writes).
+// log of its writes). The class's array and list parts are in
+// native_calls_gen_arrays.inc and native_calls_gen_lists.inc, included in it.
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -531,135 +532,7 @@ class NcCompiler {
     return true;
   }
 
-  // The address of an element: every index given, each an int, negative ones
-  // from the end; out of bounds bails (the general path's IndexError).
-  bool element_address(const PrimitiveCallNode& p, NcVal a, const std::vector<NcVal>& idx,
-                       llvm::Value*& address) {
-    const int nd = nc_dims(a.k);
-    if (static_cast<int>(idx.size()) != nd)
-      return refuse(&p, "an index that is not one int per dimension");
-    llvm::Value* off = b_.getInt64(0);
-    for (int k = 0; k < nd; ++k) {
-      if (!nc_int_kind(idx[k].k)) return refuse(&p, "an index that is not an int");
-      llvm::Value* n = desc_word(a, 2 + k);
-      llvm::Value* i = idx[k].v;
-      i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, n), i);
-      bail_if(b_.CreateICmpUGE(i, n));
-      off = b_.CreateAdd(off, b_.CreateMul(i, desc_word(a, 2 + nd + k)));
-    }
-    address = b_.CreateIntToPtr(b_.CreateAdd(desc_word(a, 0), off),
-                                llvm::PointerType::getUnqual(element_type(nc_dtype(a.k))));
-    return true;
-  }
-
-  bool read_element(const PrimitiveCallNode& p, NcVal a, const std::vector<NcVal>& idx,
-                    NcVal& out) {
-    llvm::Value* at = nullptr;
-    if (!element_address(p, a, idx, at)) return false;
-    const int dt = nc_dtype(a.k);
-    llvm::Value* v = b_.CreateLoad(element_type(dt), at);
-    out.k = kNcElements[dt];
-    if (out.k == NcKind::NpInt32) v = b_.CreateSExt(v, b_.getInt64Ty());
-    if (out.k == NcKind::NpBool) v = b_.CreateICmpNE(v, b_.getInt8(0));
-    out.v = v;
-    return true;
-  }
-
-  // a[i, ...] = v, cast as NumPy casts it (a float into an int array is not
-  // compiled; an int beyond int32 bails), the old bytes logged for an undo.
-  bool write_element(const PrimitiveCallNode& p, NcVal a, NcVal v, const std::vector<NcVal>& idx) {
-    if (!nc_number(v.k)) return refuse(&p, "a value written to an array that is not a number");
-    const int dt = nc_dtype(a.k);
-    const DType dtype = kNcDtypes[dt];
-    llvm::Value* stored = nullptr;
-    if (dtype == DType::float64) {
-      stored = nc_int_kind(v.k) && v.k != NcKind::NpInt32 ? b_.CreateSIToFP(v.v, b_.getDoubleTy())
-                                                          : as_float(v);
-    } else if (dtype == DType::float32) {
-      stored = as_float32(v);
-    } else if (dtype == DType::bool_) {
-      stored = b_.CreateZExt(truth(v), b_.getInt8Ty());
-    } else {
-      if (nc_float_kind(v.k)) return refuse(&p, "a float written to an int array");
-      stored = as_int(v);
-      if (dtype == DType::int32) {
-        check_int32(stored);
-        stored = b_.CreateTrunc(stored, b_.getInt32Ty());
-      }
-    }
-    bail_if(b_.CreateICmpEQ(desc_word(a, 1), b_.getInt64(0)));  // read-only: the general path's error
-    llvm::Value* at = nullptr;
-    if (!element_address(p, a, idx, at)) return false;
-    log_write(at, element_type(dt), static_cast<int64_t>(dtype_size(dtype)));
-    b_.CreateStore(stored, at);
-    return true;
-  }
-
-  // a.shape[d] and len(a): Python ints.
-  bool dimension(const PrimitiveCallNode& p, NcVal a, NcVal d, NcVal& out) {
-    if (!nc_is_array(a.k)) return refuse(&p, "len or shape of what is not an array");
-    if (!nc_int_kind(d.k)) return refuse(&p, "a shape index that is not an int");
-    const int nd = nc_dims(a.k);
-    llvm::Value* i = d.v;
-    i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, b_.getInt64(nd)), i);
-    bail_if(b_.CreateICmpUGE(i, b_.getInt64(nd)));
-    llvm::Value* at = b_.CreateGEP(b_.getInt64Ty(), a.v, b_.CreateAdd(i, b_.getInt64(2)));
-    out = {b_.CreateLoad(b_.getInt64Ty(), at), NcKind::Int};
-    return true;
-  }
-
-  // Arrays: element reads and writes, len, shape[d]; the translator's check
-  // that a parameter is not a list changed in place; assert.
-  bool array_primitive(const PrimitiveCallNode& p, const std::string& op,
-                       const std::vector<const Node*>& kids, NcVal& out, bool& handled) {
-    handled = true;
-    if (op == "is_mutable_container" && kids.size() == 1) {
-      NcVal v;
-      if (!expr(kids[0], v)) return false;
-      if (v.k == NcKind::None || nc_is_list(v.k))
-        return refuse(&p, "a value that is not a number or an array");
-      out = {b_.getInt1(false), NcKind::Bool};
-      return true;
-    }
-    if (op == "assert" && !kids.empty()) {
-      NcVal c;
-      if (!expr(kids[0], c)) return false;
-      if (!nc_number(c.k)) return refuse(&p, "an assertion of what is not a number");
-      bail_if(b_.CreateNot(truth(c)));  // the general path raises it
-      out = {};
-      return true;
-    }
-    if (op == "len" && kids.size() == 1) {
-      NcVal a;
-      if (!expr(kids[0], a)) return false;
-      return dimension(p, a, {b_.getInt64(0), NcKind::Int}, out);
-    }
-    if (op == "getitem" && kids.size() == 2) {
-      auto* sh = dynamic_cast<const PrimitiveCallNode*>(kids[0]);
-      if (sh && !sh->unfused() && sh->spec()->name == "shape" && sh->children().size() == 1) {
-        NcVal a, d;
-        if (!expr(sh->children()[0], a) || !expr(kids[1], d)) return false;
-        return dimension(p, a, d, out);
-      }
-    }
-    if ((op == "getitem" || op == "setitem") && kids.size() >= 2) {
-      std::vector<NcVal> vals(kids.size());
-      for (size_t i = 0; i < kids.size(); ++i)
-        if (!expr(kids[i], vals[i])) return false;
-      if (!nc_is_array(vals[0].k)) {
-        handled = false;  // not an array: refused below
-        return refuse(&p, "an index into what is not an array");
-      }
-      if (op == "getitem")
-        return read_element(p, vals[0], std::vector<NcVal>(vals.begin() + 1, vals.end()), out);
-      if (!write_element(p, vals[0], vals[1], std::vector<NcVal>(vals.begin() + 2, vals.end())))
-        return false;
-      out = vals[0];
-      return true;
-    }
-    handled = false;
-    return true;
-  }
+#include "tessera/lang/native_calls_gen_arrays.inc"
 
 #include "tessera/lang/native_calls_gen_lists.inc"
 

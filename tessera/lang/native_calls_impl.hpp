@@ -1,7 +1,8 @@
-// What the two files of native calls share (internal): native_calls.cpp
-// (the kinds of arguments, the JIT, the cache, the guards and the entry
-// points of native_calls.hpp) and native_calls_gen.cpp (the code generator of
-// a group's functions). LLVM's types are only named here, not included.
+// What the files of native calls share (internal): native_calls.cpp (the
+// kinds of arguments, the JIT, the cache, the guards and the entry points of
+// native_calls.hpp), native_calls_gen.cpp (the code generator of a group's
+// functions) and native_calls_lists.cpp (list arguments' buffers, the lists a
+// function gives back). LLVM's types are only named here, not included.
 #pragma once
 
 #include <cstddef>
