@@ -532,11 +532,37 @@ Reg FastLoop::Impl::call_native(const FNode& n, State& st) const {
   if (na > 7) throw BAIL;
   int64_t words[7];
   uint8_t kinds[7];
+  Reg regs[7];
+  bool lists = false;
   for (size_t i = 0; i < na; ++i) {
-    const Reg a = eval(n.kids[i], st);
+    const Reg a = regs[i] = eval(n.kids[i], st);
+    if (a.k == Reg::Obj && st.objects[static_cast<size_t>(a.a)].is_list()) {
+      lists = true;
+      continue;
+    }
     if (!a.scalar()) throw BAIL;
     kinds[i] = a.k;
     words[i] = a.k == Reg::PyBool || a.k == Reg::NpBool ? int64_t{a.b} : a.i;
+  }
+  if (lists) {
+    // Lists of numbers too: the call from the general path's entry, which
+    // copies them (nothing of the loop's objects is written, so a roll-back
+    // has nothing of the call's to undo); the lists the function gives back
+    // come as a new list(result, p, ...), taken apart by the loop's getitems.
+    std::vector<Value> args;
+    args.reserve(na);
+    for (size_t i = 0; i < na; ++i) args.push_back(to_value(regs[i], st));
+    Value out;
+    if (!native_call(*closure, args, out)) throw BAIL;
+    Reg r;
+    if (out.is_list()) {
+      r.k = Reg::Obj;
+      r.i = 0;
+      r.a = place_object(std::move(out), st);
+      return r;
+    }
+    if (!scalar_of(out, r)) throw BAIL;
+    return r;
   }
   int64_t w = 0;
   uint8_t ret = Reg::Undef;

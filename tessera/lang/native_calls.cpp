@@ -146,6 +146,7 @@ NcCompiled nc_compile(const Closure& closure, const std::vector<NcKind>& kinds) 
     }
     out.entry = reinterpret_cast<NcEntry>(sym->getAddress());
     out.ret = c.ret;
+    out.ret_lists = c.ret_lists;
     out.steps = c.steps;
     out.functions = c.functions;
     char ms[32];
@@ -255,7 +256,7 @@ bool native_call_prepare(const Closure& closure, const std::vector<uint8_t>& kin
   const NcCompiled* c = nc_lookup(closure, key);
   if (!c) return false;
   ret = reg_of_nc(c->ret);
-  return ret != Reg::Undef;
+  return ret != Reg::Undef && c->ret_lists.empty();
 }
 
 namespace {
@@ -284,7 +285,7 @@ const NcCompiled* nc_for_words(const Closure& closure, const uint8_t* kinds, siz
     last = c, last_code = &closure.code(), last_kinds = packed;
   }
   kind = reg_of_nc(c->ret);
-  return kind == Reg::Undef ? nullptr : c;
+  return kind == Reg::Undef || !c->ret_lists.empty() ? nullptr : c;
 }
 
 }  // namespace
@@ -332,9 +333,15 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
     descs = descs_big.data();
   }
   size_t used = 0;
+  // Lists: copies the code changes in place, given back by the result.
+  NcListArg lists[16];
   for (size_t i = 0; i < args.size(); ++i) {
     const Value& a = args[i];
-    if (a.is_array()) {
+    if (a.is_list()) {
+      if (!nc_list_in(a, lists[i])) return false;
+      key.args.push_back(lists[i].kind);
+      words[i] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(lists[i].desc));
+    } else if (a.is_array()) {
       const Array& x = a.as_array();
       const int nd = x.ndim();
       int dt = -1;
@@ -453,6 +460,14 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
       break;
     default:
       out = Value(Array::scalar_bool(result != 0));
+  }
+  if (!compiled->ret_lists.empty()) {
+    // list(result, p, ...): the lists the function changed, as they are now
+    List back;
+    back.reserve(1 + compiled->ret_lists.size());
+    back.push_back(std::move(out));
+    for (int p : compiled->ret_lists) back.push_back(nc_list_out(lists[p]));
+    out = Value(std::move(back));
   }
   return true;
 }

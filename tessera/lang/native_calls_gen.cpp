@@ -2,7 +2,8 @@
 // function per (jit function, kinds of its arguments) of a group, the calls
 // among them direct calls, so recursion is a plain call; see native_calls.cpp
 // for the semantics the code keeps (a status every frame returns on, the undo
-// log of its writes).
+// log of its writes). The class's array and list parts are in
+// native_calls_gen_arrays.inc and native_calls_gen_lists.inc, included in it.
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,14 @@ namespace {
 struct NcVal {
   llvm::Value* v = nullptr;
   NcKind k = NcKind::None;
+  // A list: the variable whose descriptor it is (lists are passed by
+  // reference; each list variable names one descriptor for good), and
+  // whether it is a loop's `iterate(xs)` (a snapshot in the general path).
+  int list_slot = -1;
+  bool iterated = false;
+  // A call's list(result, lists...) or pop's (list, item): taken apart by
+  // getitem(pack, k) at compile time.
+  std::shared_ptr<std::vector<NcVal>> pack;
 };
 
 // One function of the group: a (code, kinds) the module defines.
@@ -35,6 +45,7 @@ struct NcFunc {
   NcKind ret;
   Frame* env;
   llvm::Function* fn = nullptr;
+  std::vector<int> ret_lists;  // the parameters given back (nc_ret_lists)
 };
 
 class NcCompiler {
@@ -58,7 +69,8 @@ class NcCompiler {
 
  private:
   llvm::Type* type_of(NcKind k) {
-    if (nc_is_array(k)) return llvm::PointerType::getUnqual(b_.getInt64Ty());  // its descriptor
+    if (nc_is_array(k) || nc_is_list(k))
+      return llvm::PointerType::getUnqual(b_.getInt64Ty());  // its descriptor
     switch (k) {
       case NcKind::Int:
       case NcKind::NpInt64:
@@ -195,11 +207,14 @@ class NcCompiler {
     llvm::Function* fn = f.fn;
     const std::vector<NcKind> arg_kinds = f.args;
     if (code.makes_closures) return refuse(code.body.get(), "the function makes functions");
+    if (!nc_ret_lists(code, funcs[cur_].ret_lists))
+      return refuse(code.body.get(), "some returns give lists back, others not");
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     dead_ = false;
     slots_.assign(code.frame_size, nullptr);
     kinds_.assign(code.frame_size, NcKind::None);
     assigned_.assign(code.frame_size, false);
+    lists_reset(code.frame_size);
     bail_if(b_.CreateICmpSGT(fn->getArg(1), b_.getInt32(kMaxCallDepth)));
     for (size_t i = 0; i < arg_kinds.size(); ++i) {
       if (i >= slots_.size()) return refuse(code.body.get(), "a parameter without a slot");
@@ -210,7 +225,7 @@ class NcCompiler {
     if (!dead_) {
       // The body's value is the function's; None (falling off the end of a
       // function with returns): the general path's value.
-      if (v.k == NcKind::None) {
+      if (v.k == NcKind::None && !v.pack) {
         bail();
       } else if (!ret(code.body.get(), v)) {
         return false;
@@ -233,6 +248,13 @@ class NcCompiler {
 
   bool ret(const Node* n, NcVal v) {
     NcFunc& f = funcs[cur_];
+    if (!f.ret_lists.empty() || v.pack) {
+      if (!returned_lists(n, v)) return false;
+      if (v.k == NcKind::None) {  // list(nil, p, ...): the general path's None
+        bail();
+        return true;
+      }
+    }
     if (!nc_number(v.k)) return refuse(n, "a return without a number");
     if (v.k != f.ret) {
       // The kinds of calls' results are guesses until every return agrees
@@ -510,134 +532,9 @@ class NcCompiler {
     return true;
   }
 
-  // The address of an element: every index given, each an int, negative ones
-  // from the end; out of bounds bails (the general path's IndexError).
-  bool element_address(const PrimitiveCallNode& p, NcVal a, const std::vector<NcVal>& idx,
-                       llvm::Value*& address) {
-    const int nd = nc_dims(a.k);
-    if (static_cast<int>(idx.size()) != nd)
-      return refuse(&p, "an index that is not one int per dimension");
-    llvm::Value* off = b_.getInt64(0);
-    for (int k = 0; k < nd; ++k) {
-      if (!nc_int_kind(idx[k].k)) return refuse(&p, "an index that is not an int");
-      llvm::Value* n = desc_word(a, 2 + k);
-      llvm::Value* i = idx[k].v;
-      i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, n), i);
-      bail_if(b_.CreateICmpUGE(i, n));
-      off = b_.CreateAdd(off, b_.CreateMul(i, desc_word(a, 2 + nd + k)));
-    }
-    address = b_.CreateIntToPtr(b_.CreateAdd(desc_word(a, 0), off),
-                                llvm::PointerType::getUnqual(element_type(nc_dtype(a.k))));
-    return true;
-  }
+#include "tessera/lang/native_calls_gen_arrays.inc"
 
-  bool read_element(const PrimitiveCallNode& p, NcVal a, const std::vector<NcVal>& idx,
-                    NcVal& out) {
-    llvm::Value* at = nullptr;
-    if (!element_address(p, a, idx, at)) return false;
-    const int dt = nc_dtype(a.k);
-    llvm::Value* v = b_.CreateLoad(element_type(dt), at);
-    out.k = kNcElements[dt];
-    if (out.k == NcKind::NpInt32) v = b_.CreateSExt(v, b_.getInt64Ty());
-    if (out.k == NcKind::NpBool) v = b_.CreateICmpNE(v, b_.getInt8(0));
-    out.v = v;
-    return true;
-  }
-
-  // a[i, ...] = v, cast as NumPy casts it (a float into an int array is not
-  // compiled; an int beyond int32 bails), the old bytes logged for an undo.
-  bool write_element(const PrimitiveCallNode& p, NcVal a, NcVal v, const std::vector<NcVal>& idx) {
-    if (!nc_number(v.k)) return refuse(&p, "a value written to an array that is not a number");
-    const int dt = nc_dtype(a.k);
-    const DType dtype = kNcDtypes[dt];
-    llvm::Value* stored = nullptr;
-    if (dtype == DType::float64) {
-      stored = nc_int_kind(v.k) && v.k != NcKind::NpInt32 ? b_.CreateSIToFP(v.v, b_.getDoubleTy())
-                                                          : as_float(v);
-    } else if (dtype == DType::float32) {
-      stored = as_float32(v);
-    } else if (dtype == DType::bool_) {
-      stored = b_.CreateZExt(truth(v), b_.getInt8Ty());
-    } else {
-      if (nc_float_kind(v.k)) return refuse(&p, "a float written to an int array");
-      stored = as_int(v);
-      if (dtype == DType::int32) {
-        check_int32(stored);
-        stored = b_.CreateTrunc(stored, b_.getInt32Ty());
-      }
-    }
-    bail_if(b_.CreateICmpEQ(desc_word(a, 1), b_.getInt64(0)));  // read-only: the general path's error
-    llvm::Value* at = nullptr;
-    if (!element_address(p, a, idx, at)) return false;
-    log_write(at, element_type(dt), static_cast<int64_t>(dtype_size(dtype)));
-    b_.CreateStore(stored, at);
-    return true;
-  }
-
-  // a.shape[d] and len(a): Python ints.
-  bool dimension(const PrimitiveCallNode& p, NcVal a, NcVal d, NcVal& out) {
-    if (!nc_is_array(a.k)) return refuse(&p, "len or shape of what is not an array");
-    if (!nc_int_kind(d.k)) return refuse(&p, "a shape index that is not an int");
-    const int nd = nc_dims(a.k);
-    llvm::Value* i = d.v;
-    i = b_.CreateSelect(b_.CreateICmpSLT(i, b_.getInt64(0)), b_.CreateAdd(i, b_.getInt64(nd)), i);
-    bail_if(b_.CreateICmpUGE(i, b_.getInt64(nd)));
-    llvm::Value* at = b_.CreateGEP(b_.getInt64Ty(), a.v, b_.CreateAdd(i, b_.getInt64(2)));
-    out = {b_.CreateLoad(b_.getInt64Ty(), at), NcKind::Int};
-    return true;
-  }
-
-  // Arrays: element reads and writes, len, shape[d]; the translator's check
-  // that a parameter is not a list changed in place; assert.
-  bool array_primitive(const PrimitiveCallNode& p, const std::string& op,
-                       const std::vector<const Node*>& kids, NcVal& out, bool& handled) {
-    handled = true;
-    if (op == "is_mutable_container" && kids.size() == 1) {
-      NcVal v;
-      if (!expr(kids[0], v)) return false;
-      if (v.k == NcKind::None) return refuse(&p, "a value that is not a number or an array");
-      out = {b_.getInt1(false), NcKind::Bool};
-      return true;
-    }
-    if (op == "assert" && !kids.empty()) {
-      NcVal c;
-      if (!expr(kids[0], c)) return false;
-      if (!nc_number(c.k)) return refuse(&p, "an assertion of what is not a number");
-      bail_if(b_.CreateNot(truth(c)));  // the general path raises it
-      out = {};
-      return true;
-    }
-    if (op == "len" && kids.size() == 1) {
-      NcVal a;
-      if (!expr(kids[0], a)) return false;
-      return dimension(p, a, {b_.getInt64(0), NcKind::Int}, out);
-    }
-    if (op == "getitem" && kids.size() == 2) {
-      auto* sh = dynamic_cast<const PrimitiveCallNode*>(kids[0]);
-      if (sh && !sh->unfused() && sh->spec()->name == "shape" && sh->children().size() == 1) {
-        NcVal a, d;
-        if (!expr(sh->children()[0], a) || !expr(kids[1], d)) return false;
-        return dimension(p, a, d, out);
-      }
-    }
-    if ((op == "getitem" || op == "setitem") && kids.size() >= 2) {
-      std::vector<NcVal> vals(kids.size());
-      for (size_t i = 0; i < kids.size(); ++i)
-        if (!expr(kids[i], vals[i])) return false;
-      if (!nc_is_array(vals[0].k)) {
-        handled = false;  // not an array: refused below
-        return refuse(&p, "an index into what is not an array");
-      }
-      if (op == "getitem")
-        return read_element(p, vals[0], std::vector<NcVal>(vals.begin() + 1, vals.end()), out);
-      if (!write_element(p, vals[0], vals[1], std::vector<NcVal>(vals.begin() + 2, vals.end())))
-        return false;
-      out = vals[0];
-      return true;
-    }
-    handled = false;
-    return true;
-  }
+#include "tessera/lang/native_calls_gen_lists.inc"
 
   bool primitive(const PrimitiveCallNode& p, NcVal& out) {
     if (p.unfused()) return expr(p.unfused(), out);  // a fused call: its expression
@@ -645,7 +542,9 @@ class NcCompiler {
     std::string op = p.spec()->name;
     {
       bool handled = false;
-      const bool ok = array_primitive(p, op, kids, out, handled);
+      bool ok = list_primitive(p, op, kids, out, handled);
+      if (handled || !ok) return ok;
+      ok = array_primitive(p, op, kids, out, handled);
       if (handled || !ok) return ok;
     }
     if (op == "remainder" || op == "imod") op = "mod";
@@ -681,6 +580,17 @@ class NcCompiler {
       if (k == NcKind::NpInt32) check_int32(out.v);
       return true;
     }
+    if (kids.size() == 1 && op == "abs" &&
+        (vals[0].k == NcKind::Int || vals[0].k == NcKind::Float)) {  // Python's abs()
+      llvm::Value* x = vals[0].v;
+      if (vals[0].k == NcKind::Float) {
+        out = {b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), NcKind::Float};
+      } else {  // abs(-2**63) is beyond int64: a bail
+        llvm::Value* neg = checked(llvm::Intrinsic::ssub_with_overflow, b_.getInt64(0), x);
+        out = {b_.CreateSelect(b_.CreateICmpSLT(x, b_.getInt64(0)), neg, x), NcKind::Int};
+      }
+      return true;
+    }
     if (kids.size() == 1 && (op == "logical_not" || op == "not" || op == "not_")) {
       if (!nc_number(vals[0].k)) return refuse(&p, "an operand is not a number");
       out = {b_.CreateNot(truth(vals[0])), NcKind::Bool};
@@ -711,6 +621,10 @@ class NcCompiler {
         return refuse(kids[i + 1], "an argument is not a number or an array");
       kinds.push_back(args[i].k);
     }
+    std::vector<int> given_back;
+    if (!nc_ret_lists(code, given_back))
+      return refuse(&c, "the function called gives lists back from some returns only");
+    if (!lists_passed(c, args, given_back)) return false;
     const size_t before = funcs.size();
     const size_t target = function_for(code, closure->env_raw(), kinds);
     if (funcs[target].env != closure->env_raw())
@@ -732,6 +646,14 @@ class NcCompiler {
     call_target_[r] = target;
     bail_if(b_.CreateICmpNE(b_.CreateLoad(b_.getInt32Ty(), caller->getArg(0)), b_.getInt32(0)));
     out = {r, funcs[target].ret};
+    if (!given_back.empty()) {
+      // list(result, p, ...): the callee changed the caller's lists in place
+      auto pack = std::make_shared<std::vector<NcVal>>();
+      pack->push_back(out);
+      for (int p : given_back) pack->push_back(args[static_cast<size_t>(p)]);
+      out = {};
+      out.pack = pack;
+    }
     return true;
   }
 
@@ -783,7 +705,7 @@ class NcCompiler {
       for (size_t i = 0; i < assigned_.size(); ++i) assigned_[i] = assigned_[i] && t_set[i];
     }
     out = {};
-    if (!t_dead && !e_dead && tv.k == ev.k && tv.k != NcKind::None) {
+    if (!t_dead && !e_dead && tv.k == ev.k && tv.k != NcKind::None && !nc_is_list(tv.k)) {
       llvm::PHINode* phi = b_.CreatePHI(type_of(tv.k), 2);
       phi->addIncoming(tv.v, t_end);
       phi->addIncoming(ev.v, e_end);
@@ -871,6 +793,8 @@ class NcCompiler {
     out = {};
     const bool as_condition = cond_ctx_;
     cond_ctx_ = false;
+    target_ = rebind_;  // the variable this expression's value is assigned to, if any
+    rebind_ = -1;
     if (dead_) return true;  // after a return: nothing runs
     if (auto* k = dynamic_cast<const ConstantNode*>(n)) {
       Value v;
@@ -888,16 +812,25 @@ class NcCompiler {
     }
     if (auto* v = dynamic_cast<const VariableNode*>(n)) {
       if (v->depth() != 0) return refuse(n, "a variable of a frame around the function");
+      if (v->slot() < packs_.size() && packs_[v->slot()]) {
+        out.pack = packs_[v->slot()];
+        return true;
+      }
       if (v->slot() >= assigned_.size() || !assigned_[v->slot()])
         return refuse(n, "a local may be read before it is assigned");
       out = {b_.CreateLoad(type_of(kinds_[v->slot()]), slots_[v->slot()]), kinds_[v->slot()]};
+      if (nc_is_list(out.k)) out.list_slot = static_cast<int>(v->slot());
       return true;
     }
     if (auto* a = dynamic_cast<const AssignNode*>(n)) {
       if (a->depth() != 0) return refuse(n, "an assignment of a variable around the function");
       NcVal v;
+      rebind_ = static_cast<int>(a->slot());
       if (!expr(a->value(), v)) return false;
       if (dead_) return true;
+      bool done = false;
+      if (!assign_list(n, a->slot(), v, done)) return false;
+      if (done) return true;
       if (v.k == NcKind::None && dynamic_cast<const ConstantNode*>(a->value())) {
         // define(x, nil): a local declared (unassigned: reading it still refuses)
         if (a->slot() < assigned_.size()) assigned_[a->slot()] = false;
@@ -911,8 +844,11 @@ class NcCompiler {
       return true;
     }
     if (auto* bl = dynamic_cast<const BlockNode*>(n)) {
+      const size_t pending = pending_.size();
       for (const NodePtr& s : bl->statements())
         if (!expr(s.get(), out)) return false;
+      if (pending_.size() > pending)  // a changed list not assigned back: it was a copy
+        return refuse(n, "a list changed by a call or pop() and not assigned back");
       return true;
     }
     if (auto* p = dynamic_cast<const PrimitiveCallNode*>(n)) return primitive(*p, out);
@@ -920,6 +856,7 @@ class NcCompiler {
     if (auto* i = dynamic_cast<const IfNode*>(n)) return if_node(*i, out);
     if (auto* l = dynamic_cast<const LogicalNode*>(n)) return logical(*l, as_condition, out);
     if (auto* w = dynamic_cast<const WhileNode*>(n)) return while_node(*w, out);
+    if (auto* l = dynamic_cast<const ListNode*>(n)) return list_display(*l, out);
     if (auto* c = dynamic_cast<const ControlNode*>(n)) {
       if (c->label() != "return") {
         if (loops_.empty()) return refuse(n, "break or continue outside a loop");
@@ -944,6 +881,17 @@ class NcCompiler {
   size_t cur_ = 0;
   bool dead_ = false;
   bool cond_ctx_ = false;  // the next expression is a condition (see logical)
+  int rebind_ = -1;       // the next expression is assigned to this variable
+  int target_ = -1;       // the expression being compiled is (list_primitive)
+  // Lists (native_calls_gen_lists.inc): per variable, the pack it holds, the
+  // list a loop's iterate() variable reads (-1: none) and the loop depth it
+  // was made at, whether the function gives the list back (may change it);
+  // the lists changed by a call or pop() still to be assigned back.
+  std::vector<std::shared_ptr<std::vector<NcVal>>> packs_;
+  std::vector<int> alias_of_;
+  std::vector<size_t> alias_depth_;
+  std::vector<bool> changeable_;
+  std::vector<int> pending_;
   std::vector<llvm::AllocaInst*> slots_;
   std::vector<NcKind> kinds_;
   std::vector<bool> assigned_;
@@ -970,7 +918,8 @@ void nc_add_entry(llvm::LLVMContext& ctx, llvm::Module& mod, const NcFunc& f,
       w = b.CreateBitCast(w, b.getDoubleTy());
     if (k == NcKind::NpFloat32) w = b.CreateFPTrunc(w, b.getFloatTy());  // exact: it was one
     if (nc_bool_kind(k)) w = b.CreateICmpNE(w, b.getInt64(0));
-    if (nc_is_array(f.args[i])) w = b.CreateIntToPtr(w, llvm::PointerType::getUnqual(b.getInt64Ty()));
+    if (nc_is_array(k) || nc_is_list(k))
+      w = b.CreateIntToPtr(w, llvm::PointerType::getUnqual(b.getInt64Ty()));
     args.push_back(w);
   }
   llvm::Value* r = b.CreateCall(f.fn, args);
@@ -1015,6 +964,7 @@ bool nc_generate(llvm::LLVMContext& ctx, llvm::Module& mod, std::map<NcKey, NcKi
   }
   out.recursive = nc_recursive(c.steps, c.funcs.size());
   out.ret = c.funcs[0].ret;
+  out.ret_lists = c.funcs[0].ret_lists;
   out.steps = c.steps;
   out.functions = c.funcs.size();
   if (out.recursive) nc_add_entry(ctx, mod, c.funcs[0], name);

@@ -1,7 +1,8 @@
-// What the two files of native calls share (internal): native_calls.cpp
-// (the kinds of arguments, the JIT, the cache, the guards and the entry
-// points of native_calls.hpp) and native_calls_gen.cpp (the code generator of
-// a group's functions). LLVM's types are only named here, not included.
+// What the files of native calls share (internal): native_calls.cpp (the
+// kinds of arguments, the JIT, the cache, the guards and the entry points of
+// native_calls.hpp), native_calls_gen.cpp (the code generator of a group's
+// functions) and native_calls_lists.cpp (list arguments' buffers, the lists a
+// function gives back). LLVM's types are only named here, not included.
 #pragma once
 
 #include <cstddef>
@@ -12,6 +13,7 @@
 
 #include "tessera/core/dtype.hpp"
 #include "tessera/core/error.hpp"
+#include "tessera/core/value.hpp"
 #include "tessera/lang/fastloop.hpp"
 #include "tessera/lang/native.hpp"
 #include "tessera/lang/tree.hpp"
@@ -62,7 +64,22 @@ inline bool nc_numpy_kind(NcKind k) {
   return k == NcKind::NpInt64 || k == NcKind::NpFloat64 || k == NcKind::NpInt32 ||
          k == NcKind::NpFloat32 || k == NcKind::NpBool;
 }
-inline bool nc_number(NcKind k) { return k != NcKind::None && !nc_is_array(k); }
+// A list of Python numbers of one kind (Int, Float or Bool items), passed by
+// reference among the group's functions (native_calls_lists.cpp): its
+// descriptor is three words, the items' address (8 bytes an item: an int64,
+// a double's bits, 0 or 1), their number and the room allocated.
+inline constexpr uint8_t kNcList = 0x40;
+inline bool nc_is_list(NcKind k) {
+  return (static_cast<uint8_t>(k) & (kNcArray | kNcList)) == kNcList;
+}
+inline NcKind nc_list_kind(NcKind item) {
+  return static_cast<NcKind>(kNcList | static_cast<uint8_t>(item));
+}
+inline NcKind nc_list_item(NcKind k) { return static_cast<NcKind>(static_cast<uint8_t>(k) & 7); }
+inline bool nc_number(NcKind k) { return k != NcKind::None && !nc_is_array(k) && !nc_is_list(k); }
+
+// Grows a list's descriptor (native code's append): 0, or 1 when out of memory.
+extern "C" int32_t nc_list_grow(int64_t* desc);
 
 inline bool nc_debug() { return native_debug() || fast_loops_debug(); }
 
@@ -85,6 +102,9 @@ struct NcStep {
 struct NcCompiled {
   NcEntry entry = nullptr;  // null: refused
   NcKind ret = NcKind::None;
+  // The parameters whose lists the function gives back beside its result
+  // (the translator's `_out` variants return list(result, p, ...)).
+  std::vector<int> ret_lists;
   std::vector<NcStep> steps;
   size_t functions = 1;
 };
@@ -97,6 +117,28 @@ struct NcKey {
   }
 };
 
+// A list argument of a call from the general path, copied into a buffer
+// its descriptor owns (native_calls_lists.cpp), freed with it.
+struct NcListArg {
+  int64_t desc[3] = {0, 0, 0};
+  NcKind kind = NcKind::None;
+  NumberKind number = NumberKind::py_int;
+  NcListArg() = default;
+  NcListArg(const NcListArg&) = delete;
+  NcListArg& operator=(const NcListArg&) = delete;
+  ~NcListArg();
+};
+
+// Copies a list of Python numbers of one kind into `out`; false for any
+// other value (a tuple, a mixed list, NumPy's scalars, lists of lists).
+bool nc_list_in(const Value& a, NcListArg& out);
+// The list a buffer holds now, as a new list (unboxed, NumberList).
+Value nc_list_out(const NcListArg& a);
+// The parameters `code` gives back beside its result: every return (and the
+// body's last value) is `list(result, p, ...)` of the same parameters
+// (empty: none); false when only some are.
+bool nc_ret_lists(const FunctionCode& code, std::vector<int>& out);
+
 // What one round of code generation made (nc_generate).
 struct NcGenerated {
   std::string why;  // refused: why, and where
@@ -104,6 +146,7 @@ struct NcGenerated {
   bool retry = false;  // a function's return kind was guessed wrong: generate again
   bool recursive = false;
   NcKind ret = NcKind::None;  // the first function's (the call's) result
+  std::vector<int> ret_lists;  // its lists given back (NcCompiled's)
   std::vector<NcStep> steps;
   size_t functions = 1;
 };
