@@ -539,6 +539,7 @@ NativeStats native_stats(const TraceSet& set) {
         continue;
       }
       s.compile_ns += span;
+      s.compiles.push_back({e.mode, e.source, span});
       if (e.mode == 3) {
         ++s.refused;
         ++out.refused;
@@ -571,20 +572,37 @@ std::string native_report_text(const NativeStats& n) {
     std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
     return std::string(buf);
   };
-  std::string out = error_message(
-      "  native code: ", ms(n.compile_ns + n.load_ns), " compiling and loading; ", n.compiled, " compiled (",
-      ms(n.compile_ns), ": generate ", ms(n.generate_ns), ", optimise ", ms(n.optimise_ns), ", codegen ",
-      ms(n.codegen_ns), "), cache hits ", n.disk_loads + n.process_loads, " (", n.disk_loads, " from disk, ",
-      n.process_loads, " already loaded; ", ms(n.load_ns), "), cache misses ", n.compiled,
-      n.refused ? error_message(", refused ", n.refused) : std::string(), "\n");
+  std::string out = error_message("  native code: ", ms(n.compile_ns + n.load_ns), "; ", n.compiled, " compiled in ",
+                                   ms(n.compile_ns));
+  if (n.compiled) {
+    out += error_message(" (generate ", ms(n.generate_ns), ", optimise ", ms(n.optimise_ns), ", codegen ",
+                         ms(n.codegen_ns), ")");
+  }
+  out += error_message("; cache: ", n.compiled, n.compiled == 1 ? " miss, " : " misses, ",
+                       n.disk_loads + n.process_loads, n.disk_loads + n.process_loads == 1 ? " hit" : " hits");
+  if (n.disk_loads + n.process_loads) {
+    out += error_message(" (", n.disk_loads, " from disk, ", n.process_loads, " already loaded: ", ms(n.load_ns), ")");
+  }
+  if (n.refused) out += error_message("; ", n.refused, " refused (the interpreter runs those loops)");
+  out += "\n";
   for (const NativeLoopStats& s : n.loops) {
     out += error_message("    loop ", s.name, ": ");
-    if (s.compiled + s.disk_loads + s.process_loads + s.refused > 0) {
-      out += error_message("compile ", ms(s.compile_ns), " (", s.compiled, " compiled, ", s.disk_loads + s.process_loads,
-                           " loaded", s.refused ? error_message(", ", s.refused, " refused") : std::string(), "); ");
+    if (!s.compiles.empty()) {
+      out += error_message(ms(s.compile_ns), " of native code (");
+      constexpr size_t kShown = 6;
+      for (size_t i = 0; i < s.compiles.size() && i < kShown; ++i) {
+        const auto& c = s.compiles[i];
+        out += error_message(i ? ", " : "", compile_mode(c.mode), " ",
+                             c.mode == 3 ? "" : c.source == 0 ? "compiled " : c.source == 1 ? "from disk " : "loaded ",
+                             ms(c.ns));
+      }
+      if (s.compiles.size() > kShown) out += error_message(", and ", s.compiles.size() - kShown, " more");
+      out += "); ";
     }
-    out += error_message(s.runs, " runs in ", ms(s.run_ns), " (", s.native_runs, " native, ", s.general_runs,
-                         " went on in the general evaluation), ", s.turns, " turns on the interpreter\n");
+    out += error_message(s.runs, s.runs == 1 ? " run in " : " runs in ", ms(s.run_ns), " (", s.native_runs,
+                         " native", s.general_runs ? error_message(", ", s.general_runs, " went on in the general "
+                                                                   "evaluation") : std::string(),
+                         "), ", s.turns, " turns on the interpreter\n");
   }
   return out;
 }

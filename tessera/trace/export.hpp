@@ -66,6 +66,11 @@ struct NativeLoopStats {
   int64_t run_ns = 0;
   uint64_t compiled = 0, disk_loads = 0, process_loads = 0, refused = 0;
   int64_t compile_ns = 0;  // every compile event of the loop, loads included
+  struct Compile {
+    int mode = 0, source = 0;  // format.hpp's x record
+    int64_t ns = 0;
+  };
+  std::vector<Compile> compiles;  // in the order recorded (by locality)
 };
 struct NativeStats {
   std::vector<NativeLoopStats> loops;  // most compile time first, then most run time

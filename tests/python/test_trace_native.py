@@ -131,8 +131,9 @@ def check_compiles(out):
     assert c["dur"] >= c["args"]["optimise_ms"] * 1000 * 0.99
     n = out[1]["native"]
     assert n["compiled"] >= 1 and n["compile_ns"] > 0
-    assert "compiled" in n["text"] and "cache misses" in n["text"], n["text"]
-    assert f"loop {where(dot_loop, 'for i in range')}: compile" in n["text"], n["text"]
+    assert " compiled in " in n["text"] and "cache: " in n["text"], n["text"]
+    assert f"loop {where(dot_loop, 'for i in range')}: " in n["text"], n["text"]
+    assert " compiled " in n["text"].split(where(dot_loop, "for i in range"))[1], n["text"]
     # The 2-thread function is another tree: its code comes from this process.
     again = [e for e in out[2]["compiles"] if e["args"]["loop"] == where(dot_loop, "for i in range")]
     assert again and all(e["args"]["cache"] != "miss: compiled" for e in again), again
