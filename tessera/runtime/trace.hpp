@@ -42,7 +42,9 @@ inline constexpr uint8_t kLoopRolledBack = 8;  // a native call bailed (its writ
 struct CompileRecord {
   const std::string* name = nullptr;       // interned: the loop's file:line
   const std::string* signature = nullptr;  // interned: the registers' kinds
-  enum class Mode : uint8_t { whole, partial, completed, refused } mode = Mode::whole;
+  // translation: a jit function's Python translated into an execution tree
+  // (python/tessera/jit.py; name: the function, no signature or steps).
+  enum class Mode : uint8_t { whole, partial, completed, refused, translation } mode = Mode::whole;
   enum class Source : uint8_t { compiled, disk_cache, process } source = Source::compiled;
   uint64_t ir_bytes = 0;
   // The compile's steps (-1: not run, a load from a cache).

@@ -179,7 +179,7 @@ const char* loop_kind(const TraceEvent& e) {
 }
 
 const char* compile_mode(int mode) {
-  static const char* names[] = {"whole", "partial", "whole after partial", "refused"};
+  static const char* names[] = {"whole", "partial", "whole after partial", "refused", "translation"};
   return names[mode];
 }
 
@@ -191,7 +191,10 @@ const char* compile_source(int source) {
 std::string task_name(const LocalityTrace& l, const TraceEvent& e) {
   if (e.kind == 'l') return "loop " + string_at(l, e.name);
   if (e.kind == 'x') {
-    return (e.mode == 3 ? "native compile refused " : e.source == 0 ? "native compile " : "native code load ") +
+    return (e.mode == 4   ? "jit translation "
+            : e.mode == 3 ? "native compile refused "
+            : e.source == 0 ? "native compile "
+                            : "native code load ") +
            string_at(l, e.name);
   }
   std::string node = event_label(l, e, "");
@@ -305,7 +308,9 @@ std::string chrome_trace_json(const TraceSet& set) {
                                 ",\"rolled_back\":", (e->flags & kLoopRolledBack) ? "true" : "false",
                                 ",\"finished\":", (e->flags & kLoopGeneral) ? "false" : "true");
         }
-        if (e->kind == 'x') {
+        if (e->kind == 'x' && e->mode == 4) {
+          args = "\"function\":" + json_string(string_at(l, e->name));
+        } else if (e->kind == 'x') {
           auto ms = [](int64_t ns) { return ns < 0 ? std::string("null") : micros(ns / 1000); };
           args = error_message("\"loop\":", json_string(string_at(l, e->name)), ",\"signature\":",
                                json_string(string_at(l, e->signature)), ",\"mode\":\"", compile_mode(e->mode),
@@ -526,6 +531,11 @@ NativeStats native_stats(const TraceSet& set) {
     for (const TraceEvent& e : l.events) {
       if (e.kind != 'l' && e.kind != 'x') continue;
       const std::string& name = string_at(l, e.name);
+      if (e.kind == 'x' && e.mode == 4) {  // a jit translation: a function, not a loop
+        ++out.translated;
+        out.translate_ns += e.t1 - e.t0;
+        continue;
+      }
       NativeLoopStats& s = by_name[name];
       s.name = name;
       const int64_t span = e.t1 - e.t0;
@@ -566,13 +576,18 @@ NativeStats native_stats(const TraceSet& set) {
 }
 
 std::string native_report_text(const NativeStats& n) {
-  if (n.loops.empty()) return "";
   auto ms = [](int64_t ns) {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
     return std::string(buf);
   };
-  std::string out = error_message("  native code: ", ms(n.compile_ns + n.load_ns), "; ", n.compiled, " compiled in ",
+  std::string out;
+  if (n.translated) {
+    out += error_message("  jit translation: ", n.translated, n.translated == 1 ? " program in " : " programs in ",
+                         ms(n.translate_ns), "\n");
+  }
+  if (n.loops.empty()) return out;
+  out += error_message("  native code: ", ms(n.compile_ns + n.load_ns), "; ", n.compiled, " compiled in ",
                                    ms(n.compile_ns));
   if (n.compiled) {
     out += error_message(" (generate ", ms(n.generate_ns), ", optimise ", ms(n.optimise_ns), ", codegen ",
@@ -764,7 +779,8 @@ std::string summary_json(const TraceSet& set) {
     first_source = false;
   }
   NativeStats native = native_stats(set);
-  os << "},\"native\":{\"compiled\":" << native.compiled << ",\"disk_loads\":" << native.disk_loads
+  os << "},\"native\":{\"translated\":" << native.translated << ",\"translate_ns\":" << native.translate_ns
+     << ",\"compiled\":" << native.compiled << ",\"disk_loads\":" << native.disk_loads
      << ",\"process_loads\":" << native.process_loads << ",\"refused\":" << native.refused
      << ",\"compile_ns\":" << native.compile_ns << ",\"load_ns\":" << native.load_ns
      << ",\"generate_ns\":" << native.generate_ns << ",\"optimise_ns\":" << native.optimise_ns

@@ -77,6 +77,8 @@ struct NativeStats {
   uint64_t compiled = 0, disk_loads = 0, process_loads = 0, refused = 0;
   int64_t compile_ns = 0, load_ns = 0;  // compiling (and refusals), and loading from a cache
   int64_t generate_ns = 0, optimise_ns = 0, codegen_ns = 0;  // the compiles' steps
+  uint64_t translated = 0;  // jit programs translated from Python (x records of mode 4)
+  int64_t translate_ns = 0;
 };
 NativeStats native_stats(const TraceSet& set);
 

@@ -28,7 +28,8 @@
 //   x              T  T0  T1  NAME  SIGNATURE  MODE  SOURCE  IR-BYTES  GENERATE-NS  OPTIMISE-NS  CODEGEN-NS
 //                                                 a native compile on thread T: NAME, SIGNATURE
 //                                                 `string`s; MODE 0 whole, 1 partial, 2 the whole
-//                                                 code after a partial one, 3 refused; SOURCE 0
+//                                                 code after a partial one, 3 refused, 4 a jit
+//                                                 function's translation (NAME the function); SOURCE 0
 //                                                 compiled, 1 the disk cache, 2 already in the
 //                                                 process; step times -1 when not run
 //   dropped        COUNT                          events lost to full buffers

@@ -55,7 +55,8 @@ for threads in (1, 2):
     out[threads] = {{
         "traced": traced, "untraced": untraced, "error": error,
         "loops": [e for e in events if e["cat"] == "loop"],
-        "compiles": [e for e in events if e["cat"] == "compile"],
+        "compiles": [e for e in events if e["cat"] == "compile" and "loop" in e["args"]],
+        "translations": [e["name"] for e in events if e["cat"] == "compile" and "function" in e["args"]],
         "primitives": sum(1 for e in events if e["cat"] == "primitive"),
         "native": tr.native,
         "error_loops": [e for e in json.loads(tr2.chrome())["traceEvents"]
@@ -103,6 +104,15 @@ def check_values(out, fast=True):
             assert runs == [], r["error_loops"]
 
 
+def check_translations(out):
+    """The jit's translation of the function (a first call in the trace) is an event."""
+    line = line_of(dot_loop, "def dot_loop")
+    name = f"jit translation dot_loop ({os.path.basename(__file__)}:{line})"
+    for threads, r in out.items():
+        assert r["translations"] == [name], (threads, r["translations"])
+        assert r["native"]["translated"] == 1 and r["native"]["translate_ns"] > 0
+
+
 def check_loop_runs(out):
     """One event per run (a run per call), native, finished; none per turn."""
     loop_at = where(dot_loop, "for i in range")
@@ -145,6 +155,7 @@ def test_traced_native_code_compile_then_cache_load(tmp_path):
     check_values(out)
     check_loop_runs(out)
     check_compiles(out)
+    check_translations(out)
     assert out[1]["native"]["compiled"] >= 1
     out, _ = run(**PATHS["native"], TESSERA_CACHE_DIR=str(tmp_path))
     check_values(out)
@@ -159,6 +170,7 @@ def test_traced_native_code_compile_then_cache_load(tmp_path):
 def test_without_native_code_no_compile_event_and_same_values():
     out_i, _ = run(**PATHS["interpreter"])
     check_values(out_i)
+    check_translations(out_i)
     out_g, _ = run(**PATHS["general"])
     check_values(out_g, fast=False)
     for threads in (1, 2):

@@ -715,6 +715,7 @@ TEST(Trace, LoopAndCompileRecordsAreReadAndChecked) {
       "x\t" + thread + "\t6000000\t6000500\tS\tS\t0\t1\t2048\t-1\t-1\t-1",
       "l\t" + thread + "\t5\t6000600\t-1\t-1\tS\t1\t0\t1",
       "l\t" + thread + "\t7000000\t7000100\t-1\t-1\tS\t13\t4\t2",
+      "x\t" + thread + "\t8000000\t8003000\tS\tS\t4\t0\t0\t-1\t-1\t-1",  // a jit translation
   };
   int strings = 0;
   for (const auto& line : good) strings += line.rfind("string\t", 0) == 0;
@@ -744,11 +745,14 @@ TEST(Trace, LoopAndCompileRecordsAreReadAndChecked) {
   EXPECT_EQ(n.compile_ns, 5000000);
   EXPECT_EQ(n.load_ns, 500);
   EXPECT_EQ(n.optimise_ns, 2000000);
+  EXPECT_EQ(n.translated, 1u);
+  EXPECT_EQ(n.translate_ns, 3000);
   std::string text = trace::native_report_text(n);
   EXPECT_NE(text.find("1 compiled in 5.0 ms (generate 1.0 ms, optimise 2.0 ms, codegen 1.5 ms); cache: 1 miss, "
                       "1 hit (1 from disk, 0 already loaded: 0.0 ms)"),
             std::string::npos)
       << text;
+  EXPECT_EQ(text.rfind("  jit translation: 1 program in 0.0 ms\n", 0), 0u) << text;
   EXPECT_NE(text.find("loop f.py:3: 5.0 ms of native code (partial compiled 5.0 ms, whole from disk 0.0 ms); 2 runs"),
             std::string::npos)
       << text;
@@ -756,7 +760,9 @@ TEST(Trace, LoopAndCompileRecordsAreReadAndChecked) {
   EXPECT_NE(chrome.find("\"name\":\"native compile f.py:3\",\"cat\":\"compile\""), std::string::npos);
   EXPECT_NE(chrome.find("\"cache\":\"hit: disk cache\""), std::string::npos);
   EXPECT_NE(chrome.find("\"name\":\"loop f.py:3\",\"cat\":\"loop\""), std::string::npos);
-  EXPECT_NE(trace::summary_json(set).find("\"native\":{\"compiled\":1"), std::string::npos);
+  EXPECT_NE(chrome.find("\"name\":\"jit translation f.py:3\",\"cat\":\"compile\""), std::string::npos);
+  EXPECT_NE(trace::summary_json(set).find("\"native\":{\"translated\":1,\"translate_ns\":3000,\"compiled\":1"),
+            std::string::npos);
 
   auto damaged = [&](size_t added_index, size_t field, const std::string& value, const std::string& why) {
     std::vector<std::string> bad = good;
@@ -777,7 +783,7 @@ TEST(Trace, LoopAndCompileRecordsAreReadAndChecked) {
     trace::native_report_text(trace::native_stats(s));
     trace::chrome_trace_json(s);
   };
-  damaged(1, 6, "9", "compile mode 9 is out of range (0 to 3)");
+  damaged(1, 6, "9", "compile mode 9 is out of range (0 to 4)");
   damaged(1, 7, "-1", "compile source -1 is out of range (0 to 2)");
   damaged(1, 4, "77", "string 77 is not defined before this record");
   damaged(1, 10, "-5", "optimisation time -5 is out of range");
