@@ -239,6 +239,18 @@ class JitFunction(_JitEntry):
         entry = self._programs.get(key)
         if entry is not None:
             return entry
+        core = _core()
+        # A trace shows the translation (Python to the execution tree) as an
+        # event: part of a first call's cost, beside the native compiles.
+        t0 = core._trace_now() if core._trace_active() else None
+        entry = self._build_program(key, args)
+        if t0 is not None:
+            code = getattr(self.__wrapped__, "__code__", None)
+            where = f" ({os.path.basename(code.co_filename)}:{code.co_firstlineno})" if code else ""
+            core._trace_translation(f"{self.__qualname__}{where}", t0, core._trace_now())
+        return entry
+
+    def _build_program(self, key, args):
         specialized = any(type(k) is _FunctionKey for k in key)
         writeback = self._writeback_for(args)
         tr = self._translate_for(args, writeback) if specialized or writeback else \

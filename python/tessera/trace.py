@@ -99,6 +99,14 @@ class Trace:
         """What the trace misses (localities without a file, truncated files), one sentence each."""
         return self.summary["problems"]
 
+    @property
+    def native(self) -> dict:
+        """The fast loops' native code in the trace: compile and cache-load totals
+        (``compiled``, ``disk_loads``, ``process_loads``, ``compile_ns``, ``load_ns`` and the
+        compiles' ``generate_ns``/``optimise_ns``/``codegen_ns``), ``loops`` (per loop: its
+        runs, native runs and compiles) and ``text``, the lines ``tessera report`` prints."""
+        return self.summary["native"]
+
     def _write(self, what, path):
         text = self._export(what)
         if path is not None:

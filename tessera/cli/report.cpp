@@ -93,6 +93,7 @@ int cmd_report(const std::vector<std::string>& argv) {
                 static_cast<unsigned long long>(s.comm_ops), static_cast<unsigned long long>(s.comm_bytes),
                 static_cast<unsigned long long>(s.tasks));
   }
+  std::fputs(trace::native_report_text(trace::native_stats(set)).c_str(), stdout);
   for (const auto& [what, path] : {std::pair<const char*, std::string>{"report", html}, {"chrome trace", chrome},
                                    {"tree", dot}, {"counters", csv}}) {
     if (!path.empty()) std::printf("%s: %s\n", what, path.c_str());

@@ -31,6 +31,7 @@
 #include "tessera/lang/fastloop_buffers.hpp"
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
+#include "tessera/lang/native_trace.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/primitives/python_values.hpp"
 #include "tessera/primitives/random_stream.hpp"
@@ -670,6 +671,7 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& 
   impl->frame = &frame;
   impl->value_unused = loop.value_unused_;
   impl->where = loop.loc().str();
+  impl->node = &loop;
   if (!impl->compile(loop.cond_.get(), impl->cond) ||
       !impl->compile(loop.body_.get(), impl->body) || !impl->lower_tuples()) {
     return nullptr;
@@ -716,6 +718,13 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& 
 }
 
 bool FastLoop::run(const FramePtr& frame, Value& result) const {
+  LoopRunTrace traced(*impl_);
+  const bool finished = run_turns(frame, result, traced);
+  if (finished) traced.finished();
+  return finished;
+}
+
+bool FastLoop::run_turns(const FramePtr& frame, Value& result, LoopRunTrace& traced) const {
   const Impl& im = *impl_;
   if (im.prefer_general.load(std::memory_order_relaxed)) {
     result = Value();
@@ -811,6 +820,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
   };
   bool native = native_enabled();
   int64_t turns = 0;
+  traced.count_turns(&turns);
   NativeLog undo_log;
   // Native code from the first turn (variables first assigned in it get
   // their kinds there; an interpreted first turn was most of a small loop's
@@ -865,6 +875,7 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
       } else if (parallel_tries > 0) {
         --parallel_tries;
         st.numbers_written_only = false;
+        traced.flag(trace::kLoopParallel);
         const Impl::Parallel how = im.run_parallel(*code, st, last);
         if (how == Impl::Parallel::done) {
           im.write_back(frame, st, true);
@@ -883,6 +894,9 @@ bool FastLoop::run(const FramePtr& frame, Value& result) const {
         int64_t undo_count = 0;
         const int32_t status =
             im.run_native(*code, st, last, undo_log, undo_count);
+        traced.native_call();
+        if (status == kNativeBail || status == kNativeBailCall || status == kNativeNeedFull)
+          traced.flag(trace::kLoopRolledBack);
         if (Impl::debug() && status != kNativeCheckpoint)
           std::fprintf(stderr, "[fast loops] %s: native code returned %d after turn %lld\n",
                        im.where.c_str(), status, static_cast<long long>(turns));

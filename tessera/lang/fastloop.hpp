@@ -12,6 +12,7 @@
 namespace tessera {
 
 class WhileNode;
+class LoopRunTrace;
 
 class FastLoop {
  public:
@@ -33,6 +34,8 @@ class FastLoop {
 
  private:
   explicit FastLoop(std::unique_ptr<Impl> impl);
+  // run's turns; `traced` is told what they did (the run's trace event).
+  bool run_turns(const FramePtr& frame, Value& result, LoopRunTrace& traced) const;
   std::unique_ptr<Impl> impl_;
 };
 

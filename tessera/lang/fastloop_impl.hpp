@@ -271,6 +271,10 @@ struct FastLoop::Impl {
   // Native code (native.cpp), one per signature of register kinds it was
   // compiled for, and the signatures the generator refused.
   std::string where;  // the loop's file:line
+  // For a trace's loop events (native_trace.cpp): the WhileNode, and `where`
+  // interned once (the recorder keeps names for the life of the process).
+  const void* node = nullptr;
+  mutable std::atomic<const std::string*> trace_name{nullptr};
   // Loops inside: native code from the first turn (an outer turn on the
   // interpreter can be a long one).
   bool nested = false;

@@ -10,6 +10,7 @@
 #include "tessera/lang/fastloop_impl.hpp"
 #include "tessera/lang/native.hpp"
 #include "tessera/lang/native_random.hpp"
+#include "tessera/lang/native_trace.hpp"
 #include "tessera/primitives/random_stream.hpp"
 #include "tessera/runtime/interrupt.hpp"
 
@@ -115,8 +116,10 @@ const NativeCode* FastLoop::Impl::native_for(const State& st) const {
   // A few signatures at most (a loop run with other kinds of arguments).
   if (native_codes.size() + native_refused.size() >= 4) return nullptr;
   std::string why;
+  NativeCompileTrace traced(*this, st.regs, st.arrays, false);
   std::unique_ptr<NativeCode> code =
       native_compile(*this, st.regs, st.arrays, st.objects, why, native_lazy_enabled());
+  traced.done(code.get());
   if (!code) {
     if (debug() || native_debug())
       std::fprintf(stderr, "[fast loops] %s: no native code, the interpreter runs the loop: %s\n",

@@ -41,6 +41,7 @@
 
 #include "tessera/lang/native_cache.hpp"
 #include "tessera/lang/native_gen.hpp"
+#include "tessera/lang/native_trace.hpp"
 
 #ifndef TESSERA_VERSION_STRING
 #define TESSERA_VERSION_STRING "0.1.0"
@@ -490,12 +491,14 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   auto code = std::make_unique<NativeCode>();
   code->signature = native_signature(regs, arrays);
   code->partial = partial;
+  code->ir_bytes = ir.size();
   {
     std::lock_guard<std::mutex> lock(j.mu);
     auto it = j.loaded.find(name);
     if (it != j.loaded.end()) {  // the same code, compiled in this process already
       code->fn.store(it->second);
       code->from_cache = true;
+      code->from_process = true;
       code->compile_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
       return code;
@@ -543,6 +546,12 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       }
       pm.run(*mod);
     }
+    {
+      using ms_t = std::chrono::duration<double, std::milli>;
+      code->generate_ms = ms_t(t_opt - t0).count();
+      code->optimise_ms = ms_t(t_cg - t_opt).count();
+      code->codegen_ms = ms_t(std::chrono::steady_clock::now() - t_cg).count();
+    }
     if (native_debug()) {  // where the first call's time goes
       auto ms = [](auto a, auto b) {
         return std::to_string(std::lround(std::chrono::duration<double, std::milli>(b - a).count()));
@@ -582,8 +591,10 @@ bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st) co
   if (!code.partial.load()) return true;  // made whole by another thread meanwhile
   if (code.whole_refused) return false;
   std::string why;
+  NativeCompileTrace traced(*this, st.regs, st.arrays, true);
   std::unique_ptr<NativeCode> whole =
       native_compile(*this, st.regs, st.arrays, st.objects, why, false);
+  traced.done(whole.get());
   auto& mine = const_cast<NativeCode&>(code);  // fn and partial are atomics; the rest is locked
   if (!whole || whole->signature != code.signature) {
     mine.whole_refused = true;

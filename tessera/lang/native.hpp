@@ -124,6 +124,12 @@ struct NativeCode {
   double compile_ms = 0;           // code generation, optimisation and machine code (or loading)
   bool from_cache = false;         // read from the disk cache (no optimisation, no codegen)
   std::string cache_note;          // why the cache was not used (TESSERA_NATIVE=debug)
+  // For a trace's compile event (native_trace.cpp): loaded by this process
+  // already (from_cache too), the unoptimised IR's size, and the steps'
+  // times (-1: not run, the machine code came from a cache).
+  bool from_process = false;
+  uint64_t ir_bytes = 0;
+  double generate_ms = -1, optimise_ms = -1, codegen_ms = -1;
 };
 
 // False when TESSERA_NATIVE=0 (the register interpreter only).

@@ -256,7 +256,9 @@ AssignNode::AssignNode(SourceLoc loc, std::string name, int depth, size_t slot, 
 }
 
 bool AssignNode::append_in_place(const FramePtr& frame, Future<Value>& result) const {
-  if (!appends_to_itself_ || trace::on()) return false;
+  // Traced too: the append is computed by the node (compute), which
+  // records its event.
+  if (!appends_to_itself_) return false;
   // xs = append(xs, x): the item first (it may read xs), then the list
   // moved out of the variable, so that append holds the only reference and
   // extends it in place (a loop of appends is linear, not quadratic).
@@ -1146,7 +1148,9 @@ Future<Value> IfNode::branch(const FramePtr& frame, const Future<Value>& cond) c
 
 Future<Value> WhileNode::eval(const FramePtr& frame) const {
   Value last;
-  if (fast_loops_enabled() && !trace::on()) {
+  // Also while a trace records: the trace shows the program as it runs
+  // untraced, each run of the fast loop one event (native_trace.hpp).
+  if (fast_loops_enabled()) {
     std::call_once(fast_once_, [this, &frame] { fast_ = FastLoop::compile(*this, *frame); });
     // The loop on registers while it stays scalar code; where it stops (an
     // error to report, a value of another kind) the general evaluation goes

@@ -477,6 +477,16 @@ PYBIND11_MODULE(_core, m) {
   m.def("_trace_now", &trace::now_ns, "The trace clock (nanoseconds).");
   m.def("_trace_step", &trace::record_step, py::arg("iteration"), py::arg("t0"), py::arg("t1"),
         "Records a training step from t0 to t1 (times of _trace_now).");
+  m.def(
+      "_trace_translation",
+      [](const std::string& function, int64_t t0, int64_t t1) {
+        trace::CompileRecord c;
+        c.name = trace::intern(function);
+        c.mode = trace::CompileRecord::Mode::translation;
+        trace::record_compile(c, t0, t1);
+      },
+      py::arg("function"), py::arg("t0"), py::arg("t1"),
+      "Records a jit function's translation (Python to its tree) from t0 to t1 (times of _trace_now).");
   m.def("_trace_add_source", &trace::add_source, py::arg("name"), py::arg("text"),
         "Keeps a source file's text with the running trace (for the report).");
   m.def(

@@ -44,6 +44,8 @@ struct Registry {
   int64_t begin_ns = 0;
   std::mutex strings_mutex;
   std::unordered_set<std::string> strings;
+  // The running recording's compiles (under `mutex`).
+  std::vector<CompileRecord> compiles;
 };
 
 Registry& registry() {
@@ -100,6 +102,23 @@ const std::string* intern(const std::string& s) {
   Registry& r = registry();
   std::lock_guard lock(r.strings_mutex);
   return &*r.strings.insert(s).first;
+}
+
+void record_compile(const CompileRecord& c, int64_t t0, int64_t t1) {
+  if (!on()) return;
+  Registry& r = registry();
+  Event e;
+  e.kind = EventKind::compile;
+  e.t0 = t0;
+  e.t1 = t1;
+  {
+    std::lock_guard lock(r.mutex);
+    // Stopped meanwhile: the event would point into the next recording's table.
+    if (!r.running) return;
+    e.amount = r.compiles.size();
+    r.compiles.push_back(c);
+  }
+  record(e);
 }
 
 void set_task_node(const void* node) { tl_task_node = node; }
@@ -175,6 +194,7 @@ void start(bool cpu_clock) {
     b->freed = std::max(b->freed, b->begin / kChunkEvents);
   }
   r.dropped.store(0, std::memory_order_relaxed);
+  r.compiles.clear();
   r.running = true;
   r.begin_ns = now_ns();
   detail::cpu_clock.store(cpu_clock, std::memory_order_relaxed);
@@ -230,6 +250,8 @@ Recording stop() {
     if (!t.events.empty()) out.threads.push_back(std::move(t));
   }
   out.dropped = r.dropped.load(std::memory_order_relaxed);
+  out.compiles = std::move(r.compiles);
+  r.compiles.clear();
   return out;
 }
 

@@ -23,10 +23,33 @@ enum class EventKind : uint8_t {
   comm,  // a communication operation from submission to completion: what/where = interned
          // operation and call site, amount = bytes, peer = rank or -1 for a collective
   step,  // a training step: amount = its iteration
+  loop,  // a run of a fast loop (lang/fastloop): what = the WhileNode, where = its interned
+         // name (file:line), amount = turns run on the interpreter, peer = calls of its
+         // native code, flags = kLoop*
+  compile,  // a native compile or cache load: amount = its index in Recording::compiles
 };
 
 // Flags of a task event.
 inline constexpr uint8_t kTile = 1;  // a tile of parallel_for
+// Flags of a loop event.
+inline constexpr uint8_t kLoopNative = 1;      // its native code ran
+inline constexpr uint8_t kLoopParallel = 2;    // in chunks on the workers (prange)
+inline constexpr uint8_t kLoopGeneral = 4;     // stopped early: the general evaluation went on
+inline constexpr uint8_t kLoopRolledBack = 8;  // a native call bailed (its writes undone)
+
+// A native compile (lang/native_trace.cpp): rare and with more fields than
+// an Event, so kept in a table of its own that a `compile` event points to.
+struct CompileRecord {
+  const std::string* name = nullptr;       // interned: the loop's file:line
+  const std::string* signature = nullptr;  // interned: the registers' kinds
+  // translation: a jit function's Python translated into an execution tree
+  // (python/tessera/jit.py; name: the function, no signature or steps).
+  enum class Mode : uint8_t { whole, partial, completed, refused, translation } mode = Mode::whole;
+  enum class Source : uint8_t { compiled, disk_cache, process } source = Source::compiled;
+  uint64_t ir_bytes = 0;
+  // The compile's steps (-1: not run, a load from a cache).
+  int64_t generate_ns = -1, optimise_ns = -1, codegen_ns = -1;
+};
 
 struct Event {
   int64_t t0 = 0, t1 = 0;
@@ -68,6 +91,10 @@ void record(const Event& e);
 // A string that lives as long as the process (names of communication
 // operations and sites; takes a lock: for rare events only).
 const std::string* intern(const std::string& s);
+
+// Records a compile from `t0` to `t1` (now_ns() times) on the calling
+// thread, when a recording runs.
+void record_compile(const CompileRecord& c, int64_t t0, int64_t t1);
 
 // The node whose work the current task runs: set by a spawned node's task
 // body so the scheduler's task event can name it.
@@ -143,6 +170,7 @@ struct Recording {
   int64_t begin_ns = 0, end_ns = 0;
   std::vector<ThreadEvents> threads;
   uint64_t dropped = 0;  // events lost to a full buffer
+  std::vector<CompileRecord> compiles;  // what `compile` events point to
 };
 
 // Starts a recording (an error if one is running); with `cpu_clock`, node

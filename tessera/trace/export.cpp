@@ -8,6 +8,7 @@
 
 #include "tessera/core/error.hpp"
 #include "tessera/core/text.hpp"
+#include "tessera/runtime/trace.hpp"
 
 namespace tessera::trace {
 
@@ -101,7 +102,7 @@ Tracks tracks_of(const LocalityTrace& l) {
   Tracks t;
   t.threads.resize(l.threads.size());
   for (const TraceEvent& e : l.events) {
-    if (e.kind == 'n' || e.kind == 't') {
+    if (e.kind == 'n' || e.kind == 't' || e.kind == 'l' || e.kind == 'x') {
       t.threads[e.thread].push_back(&e);
       if (e.kind == 'n') t.nodes.push_back(&e);
     } else if (e.kind == 'c') {
@@ -167,7 +168,35 @@ std::vector<std::string> thread_titles(const LocalityTrace& l) {
   return out;
 }
 
+// The string at index `i` of a locality's table (-1: none).
+const std::string& string_at(const LocalityTrace& l, int i) {
+  static const std::string none;
+  return i < 0 ? none : l.strings[i];
+}
+
+const char* loop_kind(const TraceEvent& e) {
+  return (e.flags & kLoopParallel) ? "native, parallel" : (e.flags & kLoopNative) ? "native" : "interpreter";
+}
+
+const char* compile_mode(int mode) {
+  static const char* names[] = {"whole", "partial", "whole after partial", "refused", "translation"};
+  return names[mode];
+}
+
+const char* compile_source(int source) {
+  static const char* names[] = {"miss: compiled", "hit: disk cache", "hit: loaded in this process"};
+  return names[source];
+}
+
 std::string task_name(const LocalityTrace& l, const TraceEvent& e) {
+  if (e.kind == 'l') return "loop " + string_at(l, e.name);
+  if (e.kind == 'x') {
+    return (e.mode == 4   ? "jit translation "
+            : e.mode == 3 ? "native compile refused "
+            : e.source == 0 ? "native compile "
+                            : "native code load ") +
+           string_at(l, e.name);
+  }
   std::string node = event_label(l, e, "");
   if (e.kind == 'n') return node.empty() ? "primitive" : node;
   if (e.tile) return node.empty() ? "tile" : "tile of " + node;
@@ -272,13 +301,31 @@ std::string chrome_trace_json(const TraceSet& set) {
           const TraceProgram& p = l.programs[e->program];
           args = "\"position\":" + json_string(p.nodes[e->node].position) + ",\"program\":" + json_string(p.name);
         }
+        if (e->kind == 'l') {
+          args += (args.empty() ? "" : ",") +
+                  error_message("\"loop\":", json_string(string_at(l, e->name)), ",\"kind\":\"", loop_kind(*e),
+                                "\",\"interpreter_turns\":", e->amount, ",\"native_calls\":", e->calls,
+                                ",\"rolled_back\":", (e->flags & kLoopRolledBack) ? "true" : "false",
+                                ",\"finished\":", (e->flags & kLoopGeneral) ? "false" : "true");
+        }
+        if (e->kind == 'x' && e->mode == 4) {
+          args = "\"function\":" + json_string(string_at(l, e->name));
+        } else if (e->kind == 'x') {
+          auto ms = [](int64_t ns) { return ns < 0 ? std::string("null") : micros(ns / 1000); };
+          args = error_message("\"loop\":", json_string(string_at(l, e->name)), ",\"signature\":",
+                               json_string(string_at(l, e->signature)), ",\"mode\":\"", compile_mode(e->mode),
+                               "\",\"cache\":\"", compile_source(e->source), "\",\"ir_bytes\":", e->amount,
+                               ",\"generate_ms\":", ms(e->generate_ns), ",\"optimise_ms\":", ms(e->optimise_ns),
+                               ",\"codegen_ms\":", ms(e->codegen_ns));
+        }
         if (e->kind == 'n' && e->cpu0 >= 0) {
           // The work's CPU time, and the thread's CPU clock at its start.
           args += (args.empty() ? "" : ",") + std::string("\"cpu_us\":") + micros(e->cpu1 - e->cpu0) +
                   ",\"cpu_at_us\":" + micros(e->cpu0);
         }
-        complete(pid, tid, task_name(l, *e), e->kind == 'n' ? "primitive" : e->tile ? "tile" : "task", e->t0, e->t1,
-                 args);
+        const char* cat = e->kind == 'n' ? "primitive" : e->kind == 'l' ? "loop" : e->kind == 'x' ? "compile"
+                          : e->tile ? "tile" : "task";
+        complete(pid, tid, task_name(l, *e), cat, e->t0, e->t1, args);
       }
     }
     std::vector<int> lane = lanes(t.comm);
@@ -477,6 +524,104 @@ std::vector<StepPhases> step_phases(const TraceSet& set) {
   return out;
 }
 
+NativeStats native_stats(const TraceSet& set) {
+  NativeStats out;
+  std::map<std::string, NativeLoopStats> by_name;
+  for (const LocalityTrace& l : set.localities) {
+    for (const TraceEvent& e : l.events) {
+      if (e.kind != 'l' && e.kind != 'x') continue;
+      const std::string& name = string_at(l, e.name);
+      if (e.kind == 'x' && e.mode == 4) {  // a jit translation: a function, not a loop
+        ++out.translated;
+        out.translate_ns += e.t1 - e.t0;
+        continue;
+      }
+      NativeLoopStats& s = by_name[name];
+      s.name = name;
+      const int64_t span = e.t1 - e.t0;
+      if (e.kind == 'l') {
+        ++s.runs;
+        if (e.flags & kLoopNative) ++s.native_runs;
+        if (e.flags & kLoopGeneral) ++s.general_runs;
+        if (e.flags & kLoopRolledBack) ++s.rolled_back;
+        s.turns += e.amount;
+        s.run_ns += span;
+        continue;
+      }
+      s.compile_ns += span;
+      s.compiles.push_back({e.mode, e.source, span});
+      if (e.mode == 3) {
+        ++s.refused;
+        ++out.refused;
+        out.compile_ns += span;
+      } else if (e.source == 0) {
+        ++s.compiled;
+        ++out.compiled;
+        out.compile_ns += span;
+        out.generate_ns += std::max<int64_t>(0, e.generate_ns);
+        out.optimise_ns += std::max<int64_t>(0, e.optimise_ns);
+        out.codegen_ns += std::max<int64_t>(0, e.codegen_ns);
+      } else {
+        ++(e.source == 1 ? s.disk_loads : s.process_loads);
+        ++(e.source == 1 ? out.disk_loads : out.process_loads);
+        out.load_ns += span;
+      }
+    }
+  }
+  for (auto& [name, s] : by_name) out.loops.push_back(std::move(s));
+  std::stable_sort(out.loops.begin(), out.loops.end(), [](const auto& a, const auto& b) {
+    return a.compile_ns != b.compile_ns ? a.compile_ns > b.compile_ns : a.run_ns > b.run_ns;
+  });
+  return out;
+}
+
+std::string native_report_text(const NativeStats& n) {
+  auto ms = [](int64_t ns) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f ms", static_cast<double>(ns) / 1e6);
+    return std::string(buf);
+  };
+  std::string out;
+  if (n.translated) {
+    out += error_message("  jit translation: ", n.translated, n.translated == 1 ? " program in " : " programs in ",
+                         ms(n.translate_ns), "\n");
+  }
+  if (n.loops.empty()) return out;
+  out += error_message("  native code: ", ms(n.compile_ns + n.load_ns), "; ", n.compiled, " compiled in ",
+                                   ms(n.compile_ns));
+  if (n.compiled) {
+    out += error_message(" (generate ", ms(n.generate_ns), ", optimise ", ms(n.optimise_ns), ", codegen ",
+                         ms(n.codegen_ns), ")");
+  }
+  out += error_message("; cache: ", n.compiled, n.compiled == 1 ? " miss, " : " misses, ",
+                       n.disk_loads + n.process_loads, n.disk_loads + n.process_loads == 1 ? " hit" : " hits");
+  if (n.disk_loads + n.process_loads) {
+    out += error_message(" (", n.disk_loads, " from disk, ", n.process_loads, " already loaded: ", ms(n.load_ns), ")");
+  }
+  if (n.refused) out += error_message("; ", n.refused, " refused (the interpreter runs those loops)");
+  out += "\n";
+  for (const NativeLoopStats& s : n.loops) {
+    out += error_message("    loop ", s.name, ": ");
+    if (!s.compiles.empty()) {
+      out += error_message(ms(s.compile_ns), " of native code (");
+      constexpr size_t kShown = 6;
+      for (size_t i = 0; i < s.compiles.size() && i < kShown; ++i) {
+        const auto& c = s.compiles[i];
+        out += error_message(i ? ", " : "", compile_mode(c.mode), " ",
+                             c.mode == 3 ? "" : c.source == 0 ? "compiled " : c.source == 1 ? "from disk " : "loaded ",
+                             ms(c.ns));
+      }
+      if (s.compiles.size() > kShown) out += error_message(", and ", s.compiles.size() - kShown, " more");
+      out += "); ";
+    }
+    out += error_message(s.runs, s.runs == 1 ? " run in " : " runs in ", ms(s.run_ns), " (", s.native_runs,
+                         " native", s.general_runs ? error_message(", ", s.general_runs, " went on in the general "
+                                                                   "evaluation") : std::string(),
+                         "), ", s.turns, " turns on the interpreter\n");
+  }
+  return out;
+}
+
 std::string summary_json(const TraceSet& set) {
   std::vector<MergedProgram> merged = merged_programs(set);
   std::vector<LocalityStats> stats = locality_stats(set);
@@ -633,7 +778,24 @@ std::string summary_json(const TraceSet& set) {
     os << (first_source ? "" : ",") << json_string(name) << ":" << json_string(text);
     first_source = false;
   }
-  os << "},\"labels\":[";
+  NativeStats native = native_stats(set);
+  os << "},\"native\":{\"translated\":" << native.translated << ",\"translate_ns\":" << native.translate_ns
+     << ",\"compiled\":" << native.compiled << ",\"disk_loads\":" << native.disk_loads
+     << ",\"process_loads\":" << native.process_loads << ",\"refused\":" << native.refused
+     << ",\"compile_ns\":" << native.compile_ns << ",\"load_ns\":" << native.load_ns
+     << ",\"generate_ns\":" << native.generate_ns << ",\"optimise_ns\":" << native.optimise_ns
+     << ",\"codegen_ns\":" << native.codegen_ns << ",\"text\":" << json_string(native_report_text(native))
+     << ",\"loops\":[";
+  for (size_t i = 0; i < native.loops.size(); ++i) {
+    const NativeLoopStats& s = native.loops[i];
+    os << (i ? "," : "") << "{\"name\":" << json_string(s.name) << ",\"runs\":" << s.runs
+       << ",\"native_runs\":" << s.native_runs << ",\"general_runs\":" << s.general_runs
+       << ",\"rolled_back\":" << s.rolled_back << ",\"turns\":" << s.turns << ",\"run_ns\":" << s.run_ns
+       << ",\"compiled\":" << s.compiled << ",\"disk_loads\":" << s.disk_loads
+       << ",\"process_loads\":" << s.process_loads << ",\"refused\":" << s.refused
+       << ",\"compile_ns\":" << s.compile_ns << "}";
+  }
+  os << "]},\"labels\":[";
   for (size_t i = 0; i < labels.size(); ++i) os << (i ? "," : "") << json_string(labels[i]);
   os << "]}";
   return os.str();

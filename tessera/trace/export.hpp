@@ -57,6 +57,36 @@ struct StepPhases {
 };
 std::vector<StepPhases> step_phases(const TraceSet& set);
 
+// The fast loops' runs and the native compiles of a trace, per loop (named
+// file:line), summed over the localities: what a first call cost.
+struct NativeLoopStats {
+  std::string name;
+  uint64_t runs = 0, native_runs = 0, general_runs = 0, rolled_back = 0;
+  uint64_t turns = 0;  // run on the interpreter
+  int64_t run_ns = 0;
+  uint64_t compiled = 0, disk_loads = 0, process_loads = 0, refused = 0;
+  int64_t compile_ns = 0;  // every compile event of the loop, loads included
+  struct Compile {
+    int mode = 0, source = 0;  // format.hpp's x record
+    int64_t ns = 0;
+  };
+  std::vector<Compile> compiles;  // in the order recorded (by locality)
+};
+struct NativeStats {
+  std::vector<NativeLoopStats> loops;  // most compile time first, then most run time
+  uint64_t compiled = 0, disk_loads = 0, process_loads = 0, refused = 0;
+  int64_t compile_ns = 0, load_ns = 0;  // compiling (and refusals), and loading from a cache
+  int64_t generate_ns = 0, optimise_ns = 0, codegen_ns = 0;  // the compiles' steps
+  uint64_t translated = 0;  // jit programs translated from Python (x records of mode 4)
+  int64_t translate_ns = 0;
+};
+NativeStats native_stats(const TraceSet& set);
+
+// The report's lines on native code (`tessera report`, Trace.text()): the
+// compile total with cache hits and misses, then each loop's compiles and
+// runs. Empty when the trace holds neither.
+std::string native_report_text(const NativeStats& stats);
+
 // Everything the report draws, as JSON (also what tessera.trace reads).
 std::string summary_json(const TraceSet& set);
 

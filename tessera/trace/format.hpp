@@ -21,8 +21,24 @@
 //   t              T  T0  T1  P  ID  TILE         a task (TILE 1: a parallel_for tile of node P/ID)
 //   c              T0  T1  BYTES  PEER  OP  SITE  communication (PEER -1: a collective)
 //   s              T0  T1  ITERATION              a training step
+//   l              T  T0  T1  P  ID  NAME  FLAGS  TURNS  CALLS
+//                                                 a run of a fast loop: NAME a `string` (file:line),
+//                                                 FLAGS kLoop* of runtime/trace.hpp, TURNS run on the
+//                                                 interpreter, CALLS of its native code
+//   x              T  T0  T1  NAME  SIGNATURE  MODE  SOURCE  IR-BYTES  GENERATE-NS  OPTIMISE-NS  CODEGEN-NS
+//                                                 a native compile on thread T: NAME, SIGNATURE
+//                                                 `string`s; MODE 0 whole, 1 partial, 2 the whole
+//                                                 code after a partial one, 3 refused, 4 a jit
+//                                                 function's translation (NAME the function); SOURCE 0
+//                                                 compiled, 1 the disk cache, 2 already in the
+//                                                 process; step times -1 when not run
 //   dropped        COUNT                          events lost to full buffers
 //   end            EVENTS                         last line: the file is complete
+//
+// A reader skips records it does not know, so a new kind of record (l and x
+// came after the first files) needs no new version: files of earlier builds
+// simply hold none, and earlier readers read later files without them. The
+// version changes when a record's meaning changes.
 //
 // Node records list each program's tree depth first (PARENT -1 for the
 // root); the counters are those of the recorded runs. P/ID of an event is

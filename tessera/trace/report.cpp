@@ -68,6 +68,9 @@ draw one by one.</p>
 <section id="utilization-section"><h2>Utilization over time</h2>
 <p class="hint">Fraction of each locality's threads busy.</p><svg id="utilization"></svg></section>
 <section id="steps-section"><h2>Training steps</h2><div id="steps"></div></section>
+<section id="native-section"><h2>Native code</h2>
+<p class="hint">Compiles and cache loads of the fast loops' native code (the first call's cost), and each loop's
+runs: one event per run, native or on the loop interpreter.</p><table id="native"></table></section>
 <section id="top-section"><h2>Top primitives</h2><table id="top"></table></section>
 <section id="tree-section"><h2>Execution tree</h2>
 <p class="hint">Inclusive time (the node and everything under it) and exclusive time (its own work), summed over
@@ -314,6 +317,25 @@ resize();
     add("polyline", { points: pts.join(" "), fill: "none", stroke: color, "stroke-width": 1.5, class: "utilization-line" });
     add("text", { x: left + 10 + 120 * i, y: H + 32, fill: color }, "locality " + l.locality);
   });
+})();
+
+// Native code: compile total, then per loop.
+(function native() {
+  const box = document.getElementById("native"), n = D.native;
+  if (!n || !n.loops.length) {
+    document.getElementById("native-section").append(el("p", { class: "hint" }, "No fast loop ran in this trace."));
+    return;
+  }
+  box.append(el("tr", {}, el("th", {}, "loop"), el("th", {}, "compile"), el("th", {}, "compiled"),
+    el("th", {}, "cache hits"), el("th", {}, "runs"), el("th", {}, "native runs"), el("th", {}, "run time")));
+  box.append(el("tr", {}, el("td", {}, "total"), el("td", {}, fmt(n.compile_ns + n.load_ns)),
+    el("td", {}, String(n.compiled)), el("td", {}, String(n.disk_loads + n.process_loads)), el("td", {}, ""),
+    el("td", {}, ""), el("td", {}, "")));
+  for (const l of n.loops) {
+    box.append(el("tr", {}, el("td", {}, l.name), el("td", {}, fmt(l.compile_ns)), el("td", {}, String(l.compiled)),
+      el("td", {}, String(l.disk_loads + l.process_loads)), el("td", {}, String(l.runs)),
+      el("td", {}, String(l.native_runs)), el("td", {}, fmt(l.run_ns))));
+  }
 })();
 
 // Training steps.

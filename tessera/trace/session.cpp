@@ -154,11 +154,14 @@ void write_trace(std::ostream& stream, const Recording& rec, const std::vector<T
     return it->second;
   };
 
+  static const std::string kNoName;
   uint64_t count = 0;
   for (const ThreadEvents& t : rec.threads) {
     bool named = false;
     for (const Event& e : t.events) {
-      if ((e.kind == EventKind::node || e.kind == EventKind::task) && !named) {
+      if ((e.kind == EventKind::node || e.kind == EventKind::task || e.kind == EventKind::loop ||
+           e.kind == EventKind::compile) &&
+          !named) {
         os << "thread\t" << t.index << '\t' << escape_field(t.name) << '\n';
         named = true;
       }
@@ -184,6 +187,23 @@ void write_trace(std::ostream& stream, const Recording& rec, const std::vector<T
         case EventKind::step:
           os << "s\t" << t0 << '\t' << t1 << '\t' << e.amount << '\n';
           break;
+        case EventKind::loop: {
+          auto [p, id] = node_ref(e.what);
+          int name = string_id(e.where);
+          os << "l\t" << t.index << '\t' << t0 << '\t' << t1 << '\t' << p << '\t' << id << '\t' << name << '\t'
+             << static_cast<int>(e.flags) << '\t' << e.amount << '\t' << e.peer << '\n';
+          break;
+        }
+        case EventKind::compile: {
+          if (e.amount >= rec.compiles.size()) continue;  // of another recording (record_compile)
+          const CompileRecord& c = rec.compiles[e.amount];
+          int name = string_id(c.name ? c.name : &kNoName);
+          int sig = string_id(c.signature ? c.signature : &kNoName);
+          os << "x\t" << t.index << '\t' << t0 << '\t' << t1 << '\t' << name << '\t' << sig << '\t'
+             << static_cast<int>(c.mode) << '\t' << static_cast<int>(c.source) << '\t' << c.ir_bytes << '\t'
+             << c.generate_ns << '\t' << c.optimise_ns << '\t' << c.codegen_ns << '\n';
+          break;
+        }
       }
       ++count;
     }

@@ -167,6 +167,34 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         }
         out.events.push_back(e);
         ++events;
+      } else if (kind == "l" || kind == "x") {
+        need(f, kind == "l" ? 10 : 12);
+        TraceEvent e;
+        e.kind = kind[0];
+        auto th = thread_of.find(number(f[1]));
+        if (th == thread_of.end()) throw BadRecord{error_message("thread ", f[1], " has no thread record")};
+        e.thread = th->second;
+        times(f[2], f[3], e);
+        if (kind == "l") {
+          e.program = index_into(f[4], out.programs.size(), true, "program");
+          e.node = e.program < 0 ? static_cast<int>(number_in(f[5], -1, -1, "the node of no program"))
+                                 : index_into(f[5], out.programs[e.program].nodes.size(), false, "node");
+          e.name = index_into(f[6], out.strings.size(), false, "string");
+          e.flags = static_cast<int>(number_in(f[7], 0, 15, "loop flags"));
+          e.amount = static_cast<uint64_t>(number_in(f[8], 0, INT64_MAX, "turn count"));
+          e.calls = number_in(f[9], 0, INT32_MAX, "native call count");
+        } else {
+          e.name = index_into(f[4], out.strings.size(), false, "string");
+          e.signature = index_into(f[5], out.strings.size(), false, "string");
+          e.mode = static_cast<int>(number_in(f[6], 0, 4, "compile mode"));
+          e.source = static_cast<int>(number_in(f[7], 0, 2, "compile source"));
+          e.amount = static_cast<uint64_t>(number_in(f[8], 0, INT64_MAX, "IR size"));
+          e.generate_ns = number_in(f[9], -1, kMaxTime, "generation time");
+          e.optimise_ns = number_in(f[10], -1, kMaxTime, "optimisation time");
+          e.codegen_ns = number_in(f[11], -1, kMaxTime, "codegen time");
+        }
+        out.events.push_back(e);
+        ++events;
       } else if (kind == "c") {
         need(f, 7);
         TraceEvent e;

@@ -31,7 +31,7 @@ struct TraceProgram {
 // An interval on the merged clock: nanoseconds since the earliest locality
 // started recording.
 struct TraceEvent {
-  char kind = 'n';  // n node, t task, c communication, s step
+  char kind = 'n';  // n node, t task, c communication, s step, l loop run, x native compile
   int thread = -1;  // index into LocalityTrace::threads (n, t)
   int64_t t0 = 0, t1 = 0;
   int program = -1, node = -1;  // n, t (-1: unknown)
@@ -40,6 +40,14 @@ struct TraceEvent {
   uint64_t amount = 0;          // c: bytes, s: iteration
   int peer = -1;                // c
   int op = -1, site = -1;       // c: into LocalityTrace::strings
+  // l: the loop's name (into strings), kLoop* flags, turns on the interpreter
+  // (amount), native calls (calls).
+  // x: the loop's name and signature (into strings), mode and source (format.hpp),
+  // IR bytes (amount), the steps' times (-1: not run).
+  int name = -1, signature = -1;
+  int flags = 0, mode = 0, source = 0;
+  int64_t calls = 0;
+  int64_t generate_ns = -1, optimise_ns = -1, codegen_ns = -1;
 };
 
 struct TraceThread {

@@ -694,3 +694,128 @@ TEST(Trace, MutatedFilesAreReadOrReportedNeverACrash) {
     }
   }
 }
+
+// Loop runs (l) and native compiles (x): read with every field checked, summed
+// per loop by native_stats, drawn by the exports; a damaged one is a problem
+// naming its line, and mutations of them never crash a reader.
+TEST(Trace, LoopAndCompileRecordsAreReadAndChecked) {
+  TempDir dir;
+  Program program(kProgram, "prog.tsl");
+  traced_run(program, dir.str());
+  fs::path file = dir.path / trace::locality_file_name(0);
+  std::vector<std::string> good = lines_of(file);
+  std::string thread;
+  for (const auto& line : good) {
+    if (line.rfind("thread\t", 0) == 0) thread = line.substr(7, line.find('\t', 7) - 7);
+  }
+  ASSERT_FALSE(thread.empty());
+  const std::vector<std::string> added = {
+      "string\t900\tf.py:3",  // replaced below by the next free string index
+      "x\t" + thread + "\t10\t5000010\tS\tS\t1\t0\t2048\t1000000\t2000000\t1500000",
+      "x\t" + thread + "\t6000000\t6000500\tS\tS\t0\t1\t2048\t-1\t-1\t-1",
+      "l\t" + thread + "\t5\t6000600\t-1\t-1\tS\t1\t0\t1",
+      "l\t" + thread + "\t7000000\t7000100\t-1\t-1\tS\t13\t4\t2",
+      "x\t" + thread + "\t8000000\t8003000\tS\tS\t4\t0\t0\t-1\t-1\t-1",  // a jit translation
+  };
+  int strings = 0;
+  for (const auto& line : good) strings += line.rfind("string\t", 0) == 0;
+  std::vector<std::string> lines = good;
+  for (std::string a : added) {
+    if (a.rfind("string\t", 0) == 0) {
+      a = "string\t" + std::to_string(strings) + "\tf.py:3";
+    } else {
+      for (size_t at; (at = a.find("\tS")) != std::string::npos;) a.replace(at, 2, "\t" + std::to_string(strings));
+    }
+    lines.insert(lines.end() - 2, a);
+  }
+  good = lines;
+  write_lines(file, good);
+  trace::TraceSet set = trace::load_trace(dir.str());
+  ASSERT_TRUE(set.problems.empty()) << set.problems.front();
+  trace::NativeStats n = trace::native_stats(set);
+  ASSERT_EQ(n.loops.size(), 1u);
+  EXPECT_EQ(n.loops[0].name, "f.py:3");
+  EXPECT_EQ(n.loops[0].runs, 2u);
+  EXPECT_EQ(n.loops[0].native_runs, 2u);
+  EXPECT_EQ(n.loops[0].general_runs, 1u);
+  EXPECT_EQ(n.loops[0].rolled_back, 1u);
+  EXPECT_EQ(n.loops[0].turns, 4u);
+  EXPECT_EQ(n.compiled, 1u);
+  EXPECT_EQ(n.disk_loads, 1u);
+  EXPECT_EQ(n.compile_ns, 5000000);
+  EXPECT_EQ(n.load_ns, 500);
+  EXPECT_EQ(n.optimise_ns, 2000000);
+  EXPECT_EQ(n.translated, 1u);
+  EXPECT_EQ(n.translate_ns, 3000);
+  std::string text = trace::native_report_text(n);
+  EXPECT_NE(text.find("1 compiled in 5.0 ms (generate 1.0 ms, optimise 2.0 ms, codegen 1.5 ms); cache: 1 miss, "
+                      "1 hit (1 from disk, 0 already loaded: 0.0 ms)"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.rfind("  jit translation: 1 program in 0.0 ms\n", 0), 0u) << text;
+  EXPECT_NE(text.find("loop f.py:3: 5.0 ms of native code (partial compiled 5.0 ms, whole from disk 0.0 ms); 2 runs"),
+            std::string::npos)
+      << text;
+  std::string chrome = trace::chrome_trace_json(set);
+  EXPECT_NE(chrome.find("\"name\":\"native compile f.py:3\",\"cat\":\"compile\""), std::string::npos);
+  EXPECT_NE(chrome.find("\"cache\":\"hit: disk cache\""), std::string::npos);
+  EXPECT_NE(chrome.find("\"name\":\"loop f.py:3\",\"cat\":\"loop\""), std::string::npos);
+  EXPECT_NE(chrome.find("\"name\":\"jit translation f.py:3\",\"cat\":\"compile\""), std::string::npos);
+  EXPECT_NE(trace::summary_json(set).find("\"native\":{\"translated\":1,\"translate_ns\":3000,\"compiled\":1"),
+            std::string::npos);
+
+  auto damaged = [&](size_t added_index, size_t field, const std::string& value, const std::string& why) {
+    std::vector<std::string> bad = good;
+    size_t i = good.size() - 2 - (added.size() - added_index);
+    std::vector<std::string> f;
+    std::string part;
+    std::istringstream in(bad[i]);
+    while (std::getline(in, part, '\t')) f.push_back(part);
+    f[field] = value;
+    std::string joined;
+    for (size_t k = 0; k < f.size(); ++k) joined += (k ? "\t" : "") + f[k];
+    bad[i] = joined;
+    write_lines(file, bad);
+    trace::TraceSet s = trace::load_trace(dir.str());
+    std::string all;
+    for (const auto& p : s.problems) all += p + "\n";
+    EXPECT_NE(all.find(error_message("damaged at line ", i + 1, " (", why)), std::string::npos) << all;
+    trace::native_report_text(trace::native_stats(s));
+    trace::chrome_trace_json(s);
+  };
+  damaged(1, 6, "9", "compile mode 9 is out of range (0 to 4)");
+  damaged(1, 7, "-1", "compile source -1 is out of range (0 to 2)");
+  damaged(1, 4, "77", "string 77 is not defined before this record");
+  damaged(1, 10, "-5", "optimisation time -5 is out of range");
+  damaged(2, 3, "1", "end time 1 is out of range");
+  damaged(3, 7, "16", "loop flags 16 is out of range (0 to 15)");
+  damaged(3, 9, "-1", "native call count -1 is out of range");
+  damaged(3, 4, "3", "program 3 is not defined before this record");
+  damaged(4, 1, "4242", "thread 4242 has no thread record");
+
+  // Mutations of the new records: read or reported, never a crash.
+  std::mt19937 rng(31);
+  const std::vector<std::string> values = {"-1", "0", "1", "3", "4", "15", "16", "2147483648",
+                                           "9223372036854775807", "", "x"};
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<std::string> bad = good;
+    size_t i = good.size() - 2 - added.size() + 1 + rng() % (added.size() - 1);
+    std::vector<std::string> f;
+    std::string part;
+    std::istringstream in(bad[i]);
+    while (std::getline(in, part, '\t')) f.push_back(part);
+    if (rng() % 3 == 0) {
+      f.resize(rng() % f.size());
+    } else {
+      f[1 + rng() % (f.size() - 1)] = values[rng() % values.size()];
+    }
+    std::string joined;
+    for (size_t k = 0; k < f.size(); ++k) joined += (k ? "\t" : "") + f[k];
+    bad[i] = joined;
+    write_lines(file, bad);
+    trace::TraceSet s = trace::load_trace(dir.str());
+    trace::native_report_text(trace::native_stats(s));
+    trace::chrome_trace_json(s);
+    trace::summary_json(s);
+  }
+}
