@@ -546,6 +546,19 @@ llvm::TargetMachine* quick_tm(std::mutex*& mu, std::string& why) {
   return tm.get();
 }
 
+bool still_wanted(const std::string& name) {
+  Jit& j = jit();
+  std::lock_guard<std::mutex> lock(j.mu);
+  auto p = j.pending.find(name);
+  if (p == j.pending.end()) return false;
+  for (const auto& up : p->second.targets) {
+    std::lock_guard<std::mutex> up_lock(up->mu);
+    if (up->code || !up->superseded) return true;
+  }
+  j.pending.erase(p);  // a later compile of the same code queues it again
+  return false;
+}
+
 NativeFn link_optimised(const std::string& obj, const std::string& name,
                         std::vector<std::shared_ptr<NativeUpgrade>>& targets, std::string& why) {
   Jit& j = jit();
@@ -690,7 +703,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   code->from_cache = !obj.empty();
   std::mutex* quick_mu = nullptr;
   llvm::TargetMachine* qtm = nullptr;
-  if (obj.empty() && tiers) {
+  if (obj.empty() && tiers && native_tiers::accepting()) {
     std::string unused;
     qtm = native_tiers::quick_tm(quick_mu, unused);
   }
@@ -770,6 +783,7 @@ bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st) co
   if (mine.upgrade) {
     std::lock_guard<std::mutex> up_lock(mine.upgrade->mu);
     mine.upgrade->code = nullptr;
+    mine.upgrade->superseded = true;
   }
   if (whole->upgrade) {
     std::lock_guard<std::mutex> up_lock(whole->upgrade->mu);

@@ -191,6 +191,11 @@ struct NativeTierStats {
 NativeTierStats native_tier_stats();
 // Waits until no background compile is queued or running.
 void native_tiers_wait();
+// Stops the background thread: its queue dropped, the compile under way
+// waited for; later loops compile optimised at once. Called at exit (the
+// Python module's atexit, else a C atexit handler): LLVM's statics must not
+// be destroyed under a running compile.
+void native_tiers_stop();
 
 // Undoes the element writes logged by a native call, newest first.
 void native_undo(const NativeLog& log, int64_t n);

@@ -71,7 +71,9 @@ Worker& worker() {
   return *w;
 }
 
-void stop_at_exit() {
+void stop_at_exit() { native_tiers_stop(); }
+
+void stop_worker() {
   Worker& w = worker();
   {
     std::lock_guard<std::mutex> lock(w.mu);
@@ -79,7 +81,8 @@ void stop_at_exit() {
     w.queue.clear();  // their codes keep the quick tier: the process is ending
   }
   w.wake.notify_all();
-  if (w.thread.joinable()) w.thread.join();  // the compile under way, at most
+  if (w.thread.joinable() && w.thread.get_id() != std::this_thread::get_id())
+    w.thread.join();  // the compile under way, at most
 }
 
 void Worker::run() {
@@ -107,6 +110,15 @@ void Worker::run() {
 }
 
 void Worker::compile(Job& job) {
+  // A partial code made whole before its turn came: its optimised version
+  // would be neither run nor, in a later process, loaded (the needs-whole mark).
+  // (A code whose loop was freed is still compiled: the next process loads it.)
+  if (!still_wanted(job.name)) {
+    if (native_debug())
+      std::fprintf(stderr, "[fast loops] %s: optimised native code not compiled: no code "
+                   "waits for it (its partial code was made whole)\n", job.where.c_str());
+    return;
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::string why, obj;
   // A context and module of this thread's own, parsed from the IR the key
@@ -169,6 +181,12 @@ void submit(std::string ir, std::string name, const Digest& key, std::string whe
   w.wake.notify_one();
 }
 
+bool accepting() {
+  Worker& w = worker();
+  std::lock_guard<std::mutex> lock(w.mu);
+  return !w.stop;
+}
+
 void count_quick() { ++g_quick; }
 void count_needs_whole() { ++g_needs_whole; }
 
@@ -186,6 +204,8 @@ NativeTierStats native_tier_stats() {
   s.pending = static_cast<int64_t>(w.queue.size()) + (w.busy ? 1 : 0);
   return s;
 }
+
+void native_tiers_stop() { native_tiers::stop_worker(); }
 
 void native_tiers_wait() {
   native_tiers::Worker& w = native_tiers::worker();

@@ -32,6 +32,10 @@ struct NativeUpgrade {
   std::mutex mu;
   NativeCode* code = nullptr;
   NativeFn optimised = nullptr;  // set once the background compile linked it
+  // Its partial code was made whole: the optimised partial code would be
+  // neither run nor (the needs-whole mark) loaded by a later process. A code
+  // merely freed still has its optimised version cached, for the next process.
+  bool superseded = false;
 };
 
 namespace native_tiers {
@@ -48,6 +52,9 @@ llvm::TargetMachine* quick_tm(std::mutex*& mu, std::string& why);
 // The background thread's own target machine, made on first use (by that
 // thread only: a TargetMachine is not for two threads at once).
 llvm::TargetMachine* background_tm(std::string& why);
+// False (and `name` no longer pending) when every code that waited for
+// `name` was superseded (NativeUpgrade::superseded; native.cpp).
+bool still_wanted(const std::string& name);
 // Under the JIT's lock: links the optimised `obj` (none when empty) as
 // `name`, and takes the codes waiting for it (the pending entry of `name`)
 // into `targets`. The function, or null with `why` (native.cpp).
@@ -59,6 +66,10 @@ NativeFn link_optimised(const std::string& obj, const std::string& name,
 // under `key`, linked, and swapped into the codes registered as waiting for
 // `name` (Jit::pending, native.cpp). `where`: the loop, for the debug log.
 void submit(std::string ir, std::string name, const Digest& key, std::string where);
+
+// False once the background thread was stopped (native_tiers_stop): loops
+// are then compiled optimised at once.
+bool accepting();
 
 // Counting (native_tier_stats).
 void count_quick();

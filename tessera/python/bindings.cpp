@@ -320,6 +320,10 @@ PYBIND11_MODULE(_core, m) {
       "Native loops' tiered compilation in this process (docs/runtime.md, \"Compile time\"): "
       "codes compiled by the quick tier, optimised in the background, swapped in, background "
       "compiles pending, lazy compiles that went whole at once.");
+  m.def("_native_tiers_stop", [] { tessera::native_tiers_stop(); },
+        py::call_guard<py::gil_scoped_release>(),
+        "Stops the background compiles of native loops: the queue dropped, the compile under "
+        "way waited for (at the interpreter's exit; later loops compile optimised at once).");
   m.def("_native_tiers_wait", [] { tessera::native_tiers_wait(); },
         py::call_guard<py::gil_scoped_release>(),
         "Waits until no background compile of a native loop is queued or running.");

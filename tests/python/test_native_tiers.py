@@ -244,7 +244,9 @@ def test_cache_holds_only_optimised_code_and_needs_whole_mark(tmp_path):
     first, log1 = run_script(CACHE_SCRIPT, **env)
     first = json.loads(first)
     s1 = first["stats"]
-    assert s1["quick"] >= 3 and s1["optimised"] == s1["quick"], s1
+    # knapsack's partial code, made whole before the background thread took it, is not
+    # optimised (it may have been taken already)
+    assert s1["quick"] >= 3 and s1["optimised"] in (s1["quick"] - 1, s1["quick"]), s1
     objects = sorted((cache / "native").glob("*.o"))
     # one entry per optimised code, plus knapsack's "needs whole" mark; no
     # quick code (its symbol ends in _quick and is never stored)
