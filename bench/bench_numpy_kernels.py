@@ -26,7 +26,7 @@ FAIL line and the suite goes on (``--in-process`` to debug one).
 
 Run:
   .venv/bin/python bench/bench_numpy_kernels.py [--runs 5] [--filter NAME] [--quick]
-      [--check-only] [--no-numba] [--json FILE]
+      [--check-only] [--no-numba] [--cold] [--json FILE]
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE .venv/bin/python bench/bench_numpy_kernels.py
       (NumPy's OpenBLAS at its best kernel where these are set; see docs/benchmarks.md)
 
@@ -1177,6 +1177,12 @@ def run_kernel(kernel, quick=False, runs=5, check_only=False, with_numba=True):
             res["error"] = f"{_short(e)} (at {t} thread{'s' if t > 1 else ''})"
             return res
     res["first_tessera_s"] = first
+    # Native loops compile a quick tier first and their optimised code on a
+    # background thread (docs/runtime.md, "Compile time"): the timed runs
+    # below are of the optimised code, once it is swapped in.
+    wait = getattr(_core, "_native_tiers_wait", None)
+    if wait is not None:
+        wait()
 
     with_lists = False
     if kernel.lists:
@@ -1419,8 +1425,12 @@ def print_header(info, args):
               "2t/1t = tessera's speedup from 1 to 2 threads, timed in rounds of its own after "
               "the race (no NumPy call in between: OpenBLAS's idle threads spin ~0.1 s); "
               "Numba = its @njit raced in the same rounds, 2t/Numba = tessera 2t / Numba; "
-              "1st t, 1st nb = first call of tessera (2t) and Numba in s (translation or "
-              "type inference + compilation + one run)")
+              "1st t, 1st nb = first call of tessera (1t, the call that compiles) and Numba in "
+              "s (translation or type inference + compilation + one run)"
+              + ("; --cold: tessera's disk cache off (TESSERA_CACHE_DIR=0), every compile cold"
+                 if args.cold else "; tessera's disk cache on (--cold: off)")
+              + "; tessera's run times are its optimised native code (the bench waits for "
+              "the background compiles after the first calls)")
     print()
 
 
@@ -1437,12 +1447,21 @@ def speedup(ms):
     return ms["tessera1"] / ms["tessera2"]
 
 
+def _first_call(r):
+    """tessera's first call of the kernel in its process (at 1 thread: the call
+    that compiles; the 2-thread jit of the same function finds its loops
+    compiled), in s."""
+    first = r.get("first_tessera_s", {})
+    if not isinstance(first, dict):
+        return None
+    return first.get(str(THREADS[0]), first.get(THREADS[0]))
+
+
 def _numba_cells(r):
     """The Numba columns of a row: its time, tessera 2t / Numba, and the first
     calls (translation and compilation included) of tessera (2t) and Numba."""
     ms = r["ms"]
-    first_t = r.get("first_tessera_s", {})
-    first_t = first_t.get("2", first_t.get(2)) if isinstance(first_t, dict) else None
+    first_t = _first_call(r)
     first = f"{first_t:6.2f}" if first_t is not None else f"{'':6s}"
     if "numba" in ms:
         return (f" {ms['numba']:9.2f} {ms['tessera2'] / ms['numba']:8.2f}  {first} "
@@ -1565,7 +1584,7 @@ def combine(paths):
 
 def print_markdown(results):
     print("| kernel | category | NumPy ms | tessera 1t ms | tessera 2t ms | 2t / NumPy | 2t / 1t "
-          "| Numba ms | 2t / Numba | first call s: tessera 2t, Numba |")
+          "| Numba ms | 2t / Numba | first call s: tessera 1t, Numba |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in results:
         if r["status"] != "ok":
@@ -1578,8 +1597,7 @@ def print_markdown(results):
             peer += f" (CPython; on lists {ms['cpython_lists']:.1f})"
         elif r["scalar_loop"]:
             peer += " (CPython)"
-        first = r.get("first_tessera_s", {})
-        first_t = first.get("2", first.get(2)) if isinstance(first, dict) else None
+        first_t = _first_call(r)
         first_t = f"{first_t:.2f}" if first_t is not None else "-"
         if "numba" in ms:
             nb = (f"{ms['numba']:.2f} | {ms['tessera2'] / ms['numba']:.2f} | "
@@ -1633,6 +1651,9 @@ def main(argv=None):
                     help="no run: merge earlier --json files (median of their medians)")
     ap.add_argument("--markdown", action="store_true", help="with --combine: a markdown table")
     ap.add_argument("--no-numba", action="store_true", help="no Numba column")
+    ap.add_argument("--cold", action="store_true",
+                    help="tessera's disk cache of native code off (TESSERA_CACHE_DIR=0): the "
+                    "first-call column is a cold compile")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
 
@@ -1657,6 +1678,8 @@ def main(argv=None):
         print("RESULT " + json.dumps(res), flush=True)
         return 0
 
+    if args.cold:
+        os.environ["TESSERA_CACHE_DIR"] = "0"  # the kernels' processes inherit it
     kernels = [k for k in KERNELS
                if any(f in k.name or f == k.category for f in args.filter.split(","))]
     info = machine_info()

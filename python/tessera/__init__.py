@@ -44,6 +44,13 @@ from ._core import (CompileError, Program, call_primitive, conv_winograd, determ
                     set_conv_winograd, set_deterministic, set_num_threads, set_simd_level,
                     simd_best, simd_level)
 from .jit import UnsupportedError, is_eager, jit, prange, set_eager
+
+# The background compile of native loops' optimised code (docs/runtime.md,
+# "Tiered compilation") is stopped while the interpreter finalises, before
+# any C++ static is destroyed under a compile that runs.
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_core._native_tiers_stop)
 from .autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from . import data, distributed, nn, optim, resilience, trace
 

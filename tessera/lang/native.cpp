@@ -41,6 +41,7 @@
 
 #include "tessera/lang/native_cache.hpp"
 #include "tessera/lang/native_gen.hpp"
+#include "tessera/lang/native_tiers.hpp"
 #include "tessera/lang/native_trace.hpp"
 
 #ifndef TESSERA_VERSION_STRING
@@ -412,6 +413,175 @@ class ChainFlattener {
 
 }  // namespace
 
+// ---- optimisation, machine code and linking (both tiers)
+
+namespace {
+// Links `obj` as `name` unless linked already (under the JIT's lock).
+NativeFn link_locked(Jit& j, const std::string& obj, const std::string& name, std::string& why) {
+  if (auto it = j.loaded.find(name); it != j.loaded.end()) return it->second;
+  if (auto err = j.lljit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, name))) {
+    why = "the JIT refused the code: " + llvm::toString(std::move(err));
+    return nullptr;
+  }
+  auto sym = j.lljit->lookup(name);
+  if (!sym) {
+    why = "the JIT did not find the code: " + llvm::toString(sym.takeError());
+    return nullptr;
+  }
+  const auto fn = reinterpret_cast<NativeFn>(sym->getAddress());
+  j.loaded[name] = fn;
+  return fn;
+}
+
+}  // namespace
+
+namespace native_tiers {
+
+namespace {
+// The quick tier's passes (TESSERA_NATIVE_QUICK_PASSES: another list, in
+// `opt -passes=` syntax, to measure; "default<O1>" is LLVM's -O1).
+const std::string& quick_passes() {
+  static const std::string v = [] {
+    const char* e = std::getenv("TESSERA_NATIVE_QUICK_PASSES");
+    return std::string(e && *e ? e : "function(sroa,early-cse,instcombine,simplifycfg)");
+  }();
+  return v;
+}
+}  // namespace
+
+std::string emit_object(llvm::Module& mod, llvm::TargetMachine& tm, bool quick, std::string& why,
+                        std::mutex* codegen_mu, double* ms) {
+  const auto t_opt = std::chrono::steady_clock::now();
+  llvm::LoopAnalysisManager lam;
+  llvm::FunctionAnalysisManager fam;
+  llvm::CGSCCAnalysisManager cgam;
+  llvm::ModuleAnalysisManager mam;
+  // -O3 with both vectorisers (PassBuilder leaves SLP off unless asked). The
+  // quick tier: four passes, which put the registers of the generated frame
+  // into machine registers (sroa) and fold what the generator spelled out;
+  // -O1 took 55-100 ms on a nest (its loop passes, GVN), this 4-15 ms. Its
+  // code runs only until the -O3 one is swapped in.
+  llvm::PipelineTuningOptions pto;
+  pto.LoopVectorization = !quick;
+  pto.SLPVectorization = !quick;
+  pto.LoopInterleaving = !quick;
+  pto.LoopUnrolling = !quick;
+  llvm::PassBuilder pb(&tm, pto);
+  pb.registerModuleAnalyses(mam);
+  pb.registerCGSCCAnalyses(cgam);
+  pb.registerFunctionAnalyses(fam);
+  pb.registerLoopAnalyses(lam);
+  pb.crossRegisterProxies(lam, fam, cgam, mam);
+  llvm::ModulePassManager mpm;
+  if (quick) {
+    if (auto err = pb.parsePassPipeline(mpm, quick_passes())) {
+      why = "TESSERA_NATIVE_QUICK_PASSES: " + llvm::toString(std::move(err));
+      return "";
+    }
+  } else {
+    mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+  }
+  mpm.run(mod, mam);
+  const auto t_cg = std::chrono::steady_clock::now();
+  if (native_setting() == "ir") {
+    llvm::errs() << "; tessera native loop " << mod.getName() << (quick ? " (quick tier)" : "")
+                 << "\n";
+    mod.print(llvm::errs(), nullptr);
+  }
+  // Machine code: an object file, the cache's entry and what the JIT links.
+  llvm::SmallVector<char, 0> buf;
+  {
+    std::unique_lock<std::mutex> lock;
+    if (codegen_mu) lock = std::unique_lock<std::mutex>(*codegen_mu);
+    llvm::raw_svector_ostream out(buf);
+    llvm::legacy::PassManager pm;
+    if (tm.addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_ObjectFile)) {
+      why = "the target cannot emit an object file";
+      return "";
+    }
+    pm.run(mod);
+  }
+  if (ms) {
+    const auto t_end = std::chrono::steady_clock::now();
+    ms[0] = std::chrono::duration<double, std::milli>(t_cg - t_opt).count();
+    ms[1] = std::chrono::duration<double, std::milli>(t_end - t_cg).count();
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+namespace {
+// A target machine for the host at code generator level `level`.
+std::unique_ptr<llvm::TargetMachine> host_tm(llvm::CodeGenOpt::Level level, std::string& why) {
+  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) {
+    why = llvm::toString(jtmb.takeError());
+    return nullptr;
+  }
+  jtmb->setCodeGenOptLevel(level);
+  auto tm = jtmb->createTargetMachine();
+  if (!tm) {
+    why = llvm::toString(tm.takeError());
+    return nullptr;
+  }
+  return std::move(*tm);
+}
+}  // namespace
+
+llvm::TargetMachine* background_tm(std::string& why) {
+  static std::unique_ptr<llvm::TargetMachine> tm;
+  static std::string error;
+  if (!tm && error.empty()) tm = host_tm(llvm::CodeGenOpt::Aggressive, error);
+  why = error;
+  return tm.get();
+}
+
+llvm::TargetMachine* quick_tm(std::mutex*& mu, std::string& why) {
+  // CodeGenOpt::None: fast instruction selection and register allocation,
+  // and no loop strength reduction (half the code generator's time on a
+  // nest at the other levels).
+  static std::mutex m;
+  static std::string error;
+  static std::unique_ptr<llvm::TargetMachine> tm = host_tm(llvm::CodeGenOpt::None, error);
+  mu = &m;
+  why = error;
+  return tm.get();
+}
+
+bool still_wanted(const std::string& name) {
+  Jit& j = jit();
+  std::lock_guard<std::mutex> lock(j.mu);
+  auto p = j.pending.find(name);
+  if (p == j.pending.end()) return false;
+  for (const auto& up : p->second.targets) {
+    std::lock_guard<std::mutex> up_lock(up->mu);
+    if (up->code || !up->superseded) return true;
+  }
+  j.pending.erase(p);  // a later compile of the same code queues it again
+  return false;
+}
+
+NativeFn link_optimised(const std::string& obj, const std::string& name,
+                        std::vector<std::shared_ptr<NativeUpgrade>>& targets, std::string& why) {
+  Jit& j = jit();
+  std::lock_guard<std::mutex> lock(j.mu);
+  if (auto p = j.pending.find(name); p != j.pending.end()) {
+    targets = std::move(p->second.targets);
+    j.pending.erase(p);
+  }
+  return obj.empty() ? nullptr : link_locked(j, obj, name, why);
+}
+
+}  // namespace native_tiers
+
+namespace {
+
+// The cache's mark that a partial code with this key met a failed check
+// before a loop: later compiles of the loop go whole at once.
+Digest needs_whole_key(const std::string& key_hex) { return sha1("needs whole\n", key_hex); }
+
+}  // namespace
+
+// The one entry point of a loop's compile, both tiers and the cache's loads.
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
                                            const std::vector<ArrEntry>& arrays,
                                            const std::vector<Value>& objects, std::string& why,
@@ -429,7 +599,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     m->setTargetTriple(j.lljit->getTargetTriple().str());
     return m;
   };
-  auto mod = fresh();
+  std::unique_ptr<llvm::Module> mod;
   std::vector<bool> dyn(regs.size(), false);
   const FastLoop::Impl::FNode* cond = &im.cond;
   const FastLoop::Impl::FNode* body = &im.body;
@@ -445,58 +615,84 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   }
   const std::map<int, RowOf> rows = chains.rows(*cond, *body);
   bool partial = false;
-  for (;;) {
-    try {
-      Gen g(im, *cond, *body, regs, arrays, objects, *context, *mod, dyn, rows);
-      g.lazy_build = lazy;
-      g.build("tessera_loop");
-      partial = lazy && !g.need_full->use_empty();
-      break;
-    } catch (const NoLazy&) {
-      lazy = false;
-      mod = fresh();
-    } catch (const Refuse& r) {
-      why = r.why;
-      return nullptr;
-    } catch (const Retry& r) {
-      if (dyn[r.reg]) {
-        why = "internal error: a variable's kind could not be settled";
-        return nullptr;
-      }
-      dyn[r.reg] = true;
-      mod = fresh();
-    }
-  }
-  std::string verify;
-  llvm::raw_string_ostream os(verify);
-  if (llvm::verifyModule(*mod, &os)) {
-    why = "internal error: invalid code generated: " + os.str();
-    return nullptr;
-  }
-  // The key: the code before optimisation, and what makes the same code
-  // give other machine code.
-  std::string ir;
-  {
-    llvm::raw_string_ostream ios(ir);
-    mod->print(ios, nullptr);
-  }
+  const bool tiers = native_tiers_enabled();
   const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
   const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
                            LLVM_VERSION_STRING + " format 2" +
                            (j.llvm_args.empty() ? "" : " llvm " + j.llvm_args) + " helpers " +
                            std::to_string(std::size(kHelpers)) + " cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
-  const Digest key = sha1(salt, ir);
+  std::string ir;
+  Digest key{};
+  for (bool marked = false;;) {
+    mod = fresh();
+    for (;;) {
+      try {
+        Gen g(im, *cond, *body, regs, arrays, objects, *context, *mod, dyn, rows);
+        g.lazy_build = lazy;
+        g.build("tessera_loop");
+        partial = lazy && !g.need_full->use_empty();
+        break;
+      } catch (const NoLazy&) {
+        lazy = false;
+        mod = fresh();
+      } catch (const Refuse& r) {
+        why = r.why;
+        return nullptr;
+      } catch (const Retry& r) {
+        if (dyn[r.reg]) {
+          why = "internal error: a variable's kind could not be settled";
+          return nullptr;
+        }
+        dyn[r.reg] = true;
+        mod = fresh();
+      }
+    }
+    std::string verify;
+    llvm::raw_string_ostream os(verify);
+    if (llvm::verifyModule(*mod, &os)) {
+      why = "internal error: invalid code generated: " + os.str();
+      return nullptr;
+    }
+    // The key: the code before optimisation, and what makes the same code
+    // give other machine code.
+    ir.clear();
+    llvm::raw_string_ostream ios(ir);
+    mod->print(ios, nullptr);
+    ios.flush();
+    key = sha1(salt, ir);
+    if (!partial || marked) break;
+    // A loop whose partial code failed a check before (this process or an
+    // earlier one): whole at once, not partial then whole.
+    std::string unused;
+    if (NativeCache(needs_whole_key(hex(key))).load(unused).empty()) break;
+    native_tiers::count_needs_whole();
+    marked = true;
+    lazy = false;
+    partial = false;
+  }
   const std::string name = "tessera_loop_" + hex(key);
   auto code = std::make_unique<NativeCode>();
   code->signature = native_signature(regs, arrays);
   code->partial = partial;
+  code->key_hex = hex(key);
   code->ir_bytes = ir.size();
   {
     std::lock_guard<std::mutex> lock(j.mu);
     auto it = j.loaded.find(name);
-    if (it != j.loaded.end()) {  // the same code, compiled in this process already
-      code->fn.store(it->second);
+    auto p = j.pending.find(name);
+    if (it != j.loaded.end() || p != j.pending.end()) {
+      // The same code, compiled in this process already (optimised, or its
+      // quick tier while the optimised one is being compiled).
+      if (it != j.loaded.end()) {
+        code->fn.store(it->second);
+      } else {
+        code->fn.store(p->second.quick);
+        code->quick.store(true);
+        code->upgrade = std::make_shared<NativeUpgrade>();
+        code->upgrade->code = code.get();
+        p->second.targets.push_back(code->upgrade);
+      }
       code->from_cache = true;
       code->from_process = true;
       code->compile_ms =
@@ -508,77 +704,51 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   std::string note;
   std::string obj = cache.load(note);
   code->from_cache = !obj.empty();
-  if (obj.empty()) {
-    mod->getFunction("tessera_loop")->setName(name);
-    llvm::LoopAnalysisManager lam;
-    llvm::FunctionAnalysisManager fam;
-    llvm::CGSCCAnalysisManager cgam;
-    llvm::ModuleAnalysisManager mam;
-    // -O3 with both vectorisers (PassBuilder leaves SLP off unless asked).
-    llvm::PipelineTuningOptions pto;
-    pto.LoopVectorization = true;
-    pto.SLPVectorization = true;
-    pto.LoopInterleaving = true;
-    pto.LoopUnrolling = true;
-    llvm::PassBuilder pb(j.tm.get(), pto);
-    pb.registerModuleAnalyses(mam);
-    pb.registerCGSCCAnalyses(cgam);
-    pb.registerFunctionAnalyses(fam);
-    pb.registerLoopAnalyses(lam);
-    pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
-    const auto t_opt = std::chrono::steady_clock::now();
-    mpm.run(*mod, mam);
-    const auto t_cg = std::chrono::steady_clock::now();
-    if (native_setting() == "ir") {
-      llvm::errs() << "; tessera native loop " << im.where << " (cpu " << j.cpu << ")\n";
-      mod->print(llvm::errs(), nullptr);
-    }
-    // Machine code: an object file, the cache's entry and what the JIT links.
-    llvm::SmallVector<char, 0> buf;
-    {
-      std::lock_guard<std::mutex> lock(j.mu);
-      llvm::raw_svector_ostream out(buf);
-      llvm::legacy::PassManager pm;
-      if (j.tm->addPassesToEmitFile(pm, out, nullptr, llvm::CGFT_ObjectFile)) {
-        why = "the target cannot emit an object file";
-        return nullptr;
-      }
-      pm.run(*mod);
-    }
-    {
-      using ms_t = std::chrono::duration<double, std::milli>;
-      code->generate_ms = ms_t(t_opt - t0).count();
-      code->optimise_ms = ms_t(t_cg - t_opt).count();
-      code->codegen_ms = ms_t(std::chrono::steady_clock::now() - t_cg).count();
-    }
-    if (native_debug()) {  // where the first call's time goes
-      auto ms = [](auto a, auto b) {
-        return std::to_string(std::lround(std::chrono::duration<double, std::milli>(b - a).count()));
-      };
-      note += std::string(partial ? "; partial" : lazy ? "; lazy, whole" : "; whole") + ", IR " +
-              std::to_string(ir.size()) + " bytes, generated in " + ms(t0, t_opt) +
-              " ms, optimised in " + ms(t_opt, t_cg) + " ms, codegen in " +
-              ms(t_cg, std::chrono::steady_clock::now()) + " ms";
-    }
-    obj.assign(buf.data(), buf.size());
-    cache.store(obj, note);
+  std::mutex* quick_mu = nullptr;
+  llvm::TargetMachine* qtm = nullptr;
+  if (obj.empty() && tiers && native_tiers::accepting()) {
+    std::string unused;
+    qtm = native_tiers::quick_tm(quick_mu, unused);
   }
-  std::lock_guard<std::mutex> lock(j.mu);
-  if (auto it = j.loaded.find(name); it != j.loaded.end()) {
-    code->fn.store(it->second);
-  } else {
-    if (auto err = j.lljit->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(obj, name))) {
-      why = "the JIT refused the code: " + llvm::toString(std::move(err));
-      return nullptr;
+  const bool quick = obj.empty() && qtm;
+  const std::string symbol = quick ? name + "_quick" : name;
+  if (obj.empty()) {
+    mod->getFunction("tessera_loop")->setName(symbol);
+    const auto t_opt = std::chrono::steady_clock::now();
+    double ms[2] = {0, 0};
+    obj = quick ? native_tiers::emit_object(*mod, *qtm, true, why, quick_mu, ms)
+                : native_tiers::emit_object(*mod, *j.tm, false, why, &j.mu, ms);
+    if (obj.empty()) return nullptr;
+    code->generate_ms = std::chrono::duration<double, std::milli>(t_opt - t0).count();
+    code->optimise_ms = ms[0];
+    code->codegen_ms = ms[1];
+    if (native_debug()) {  // where the first call's time goes
+      note += std::string(partial ? "; partial" : lazy ? "; lazy, whole" : "; whole") +
+              (quick ? ", quick tier" : "") + ", IR " + std::to_string(ir.size()) +
+              " bytes, generated in " +
+              std::to_string(std::lround(
+                  std::chrono::duration<double, std::milli>(t_opt - t0).count())) +
+              " ms, optimised in " + std::to_string(std::lround(ms[0])) + " ms, codegen in " +
+              std::to_string(std::lround(ms[1])) + " ms";
     }
-    auto sym = j.lljit->lookup(name);
-    if (!sym) {
-      why = "the JIT did not find the code: " + llvm::toString(sym.takeError());
-      return nullptr;
+    if (!quick) cache.store(obj, note);
+  }
+  {
+    std::lock_guard<std::mutex> lock(j.mu);
+    const NativeFn fn = link_locked(j, obj, symbol, why);
+    if (!fn) return nullptr;
+    code->fn.store(fn);
+    if (quick) {
+      // The optimised tier of the same IR, on the background thread.
+      code->quick.store(true);
+      code->upgrade = std::make_shared<NativeUpgrade>();
+      code->upgrade->code = code.get();
+      auto& p = j.pending[name];
+      p.quick = fn;
+      p.targets.push_back(code->upgrade);
+      native_tiers::count_quick();
+      native_tiers::submit(std::move(ir), name, key, im.where);
     }
-    code->fn.store(reinterpret_cast<NativeFn>(sym->getAddress()));
-    j.loaded[name] = code->fn.load();
   }
   code->cache_note = note;
   code->compile_ms =
@@ -604,13 +774,36 @@ bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st) co
                    whole ? "the registers' kinds changed" : why.c_str());
     return false;
   }
+  // Remembered in the cache: the next process compiles this loop whole at once.
+  if (!mine.key_hex.empty()) {
+    std::string unused;
+    NativeCache(needs_whole_key(mine.key_hex)).store("whole", unused);
+  }
   if (debug() || native_debug())
     std::fprintf(stderr, "[fast loops] %s: a check before a loop failed; the whole native code %s "
-                 "in %.1f ms%s%s\n", where.c_str(),
+                 "in %.1f ms%s%s%s\n", where.c_str(),
                  whole->from_cache ? "loaded from the cache" : "compiled", whole->compile_ms,
+                 whole->quick.load() ? " (quick tier)" : "",
                  whole->cache_note.empty() ? "" : "; cache: ", whole->cache_note.c_str());
   mine.compile_ms += whole->compile_ms;
-  mine.fn.store(whole->fn.load());
+  // The partial code's optimised tier, if still coming, is no longer wanted;
+  // the whole code's, if coming, is swapped into this code instead.
+  if (mine.upgrade) {
+    std::lock_guard<std::mutex> up_lock(mine.upgrade->mu);
+    mine.upgrade->code = nullptr;
+    mine.upgrade->superseded = true;
+  }
+  if (whole->upgrade) {
+    std::lock_guard<std::mutex> up_lock(whole->upgrade->mu);
+    mine.fn.store(whole->fn.load());  // the optimised one if it came meanwhile
+    mine.quick.store(whole->quick.load());
+    whole->upgrade->code = &mine;
+    mine.upgrade = std::move(whole->upgrade);
+  } else {
+    mine.fn.store(whole->fn.load());
+    mine.quick.store(false);
+    mine.upgrade.reset();
+  }
   mine.partial.store(false);
   return true;
 }

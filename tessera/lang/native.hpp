@@ -111,7 +111,13 @@ enum NativeStatus : int32_t {
 
 using NativeFn = int32_t (*)(NativeCtx*);
 
+struct NativeUpgrade;  // native_tiers.hpp
+
 struct NativeCode {
+  NativeCode() = default;
+  ~NativeCode();  // detaches it from its optimised tier still being compiled
+  NativeCode(const NativeCode&) = delete;
+  NativeCode& operator=(const NativeCode&) = delete;
   // Swapped once, from the partial code to the whole one, while other
   // threads may be running the partial (both stay loaded).
   std::atomic<NativeFn> fn{nullptr};
@@ -124,6 +130,12 @@ struct NativeCode {
   double compile_ms = 0;           // code generation, optimisation and machine code (or loading)
   bool from_cache = false;         // read from the disk cache (no optimisation, no codegen)
   std::string cache_note;          // why the cache was not used (TESSERA_NATIVE=debug)
+  // Tiered compilation (native_tiers.hpp): true while `fn` is the quickly
+  // compiled code, whose optimised version a background thread compiles and
+  // swaps into `fn` through `upgrade`.
+  std::atomic<bool> quick{false};
+  std::shared_ptr<NativeUpgrade> upgrade;
+  std::string key_hex;  // the cache key of its code (a partial code's: the "needs whole" mark)
   // For a trace's compile event (native_trace.cpp): loaded by this process
   // already (from_cache too), the unoptimised IR's size, and the steps'
   // times (-1: not run, the machine code came from a cache).
@@ -170,6 +182,26 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
 
 // False when TESSERA_NATIVE_LAZY=0.
 bool native_lazy_enabled();
+
+// False when TESSERA_NATIVE_TIERS=0: every loop compiled optimised at once.
+bool native_tiers_enabled();
+
+// Tiered compilation's counts in this process (tests, benchmarks).
+struct NativeTierStats {
+  int64_t quick = 0;      // codes compiled by the quick tier
+  int64_t optimised = 0;  // optimised codes compiled in the background
+  int64_t swapped = 0;    // codes whose function became the optimised one
+  int64_t pending = 0;    // background compiles queued or running
+  int64_t needs_whole = 0;  // lazy compiles that went whole at once (the cache's mark)
+};
+NativeTierStats native_tier_stats();
+// Waits until no background compile is queued or running.
+void native_tiers_wait();
+// Stops the background thread: its queue dropped, the compile under way
+// waited for; later loops compile optimised at once. Called at exit (the
+// Python module's atexit, else a C atexit handler): LLVM's statics must not
+// be destroyed under a running compile.
+void native_tiers_stop();
 
 // Undoes the element writes logged by a native call, newest first.
 void native_undo(const NativeLog& log, int64_t n);

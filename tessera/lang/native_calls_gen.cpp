@@ -35,7 +35,7 @@ struct NcVal {
   bool iterated = false;
   // A call's list(result, lists...) or pop's (list, item): taken apart by
   // getitem(pack, k) at compile time.
-  std::shared_ptr<std::vector<NcVal>> pack;
+  std::shared_ptr<std::vector<NcVal>> pack{};
 };
 
 // One function of the group: a (code, kinds) the module defines.
@@ -45,7 +45,7 @@ struct NcFunc {
   NcKind ret;
   Frame* env;
   llvm::Function* fn = nullptr;
-  std::vector<int> ret_lists;  // the parameters given back (nc_ret_lists)
+  std::vector<int> ret_lists{};  // the parameters given back (nc_ret_lists)
 };
 
 class NcCompiler {

@@ -63,6 +63,13 @@ struct Jit {
   std::string cpu, features;
   std::string llvm_args;  // TESSERA_NATIVE_LLVM_ARGS (part of the cache's key)
   std::map<std::string, NativeFn> loaded;  // the code linked in this process, by symbol
+  // The optimised codes being compiled in the background, by symbol: their
+  // quick code (linked) and the codes to swap them into (native_tiers.hpp).
+  struct Pending {
+    NativeFn quick = nullptr;
+    std::vector<std::shared_ptr<NativeUpgrade>> targets;
+  };
+  std::map<std::string, Pending> pending;
 };
 Jit& jit();
 

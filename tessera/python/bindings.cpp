@@ -29,6 +29,7 @@
 #include "tessera/kernels/conv.hpp"
 #include "tessera/kernels/simd.hpp"
 #include "tessera/lang/autodiff.hpp"
+#include "tessera/lang/native.hpp"
 #include "tessera/lang/program.hpp"
 #include "tessera/lang/tree.hpp"
 #include "tessera/primitives/registry.hpp"
@@ -304,6 +305,28 @@ PYBIND11_MODULE(_core, m) {
       "How long a worker that finished its share of a parallel operation watches for the "
       "next one before it sleeps (TESSERA_LINGER_US; 0: never).");
   m.def("helper_linger_us", [] { return static_cast<double>(tessera::helper_linger_ns()) / 1000; });
+  m.def(
+      "_native_tier_stats",
+      [] {
+        const tessera::NativeTierStats s = tessera::native_tier_stats();
+        py::dict d;
+        d["quick"] = s.quick;
+        d["optimised"] = s.optimised;
+        d["swapped"] = s.swapped;
+        d["pending"] = s.pending;
+        d["needs_whole"] = s.needs_whole;
+        return d;
+      },
+      "Native loops' tiered compilation in this process (docs/runtime.md, \"Compile time\"): "
+      "codes compiled by the quick tier, optimised in the background, swapped in, background "
+      "compiles pending, lazy compiles that went whole at once.");
+  m.def("_native_tiers_stop", [] { tessera::native_tiers_stop(); },
+        py::call_guard<py::gil_scoped_release>(),
+        "Stops the background compiles of native loops: the queue dropped, the compile under "
+        "way waited for (at the interpreter's exit; later loops compile optimised at once).");
+  m.def("_native_tiers_wait", [] { tessera::native_tiers_wait(); },
+        py::call_guard<py::gil_scoped_release>(),
+        "Waits until no background compile of a native loop is queued or running.");
   m.def(
       "memory_stats",
       [] {

@@ -1,0 +1,216 @@
+// The background tier of native loops (native_tiers.hpp): one thread of its
+// own (not a runtime worker running user tasks) compiles the queued loops at
+// -O3, one at a time, stores them in the disk cache and swaps them into the
+// codes that run their quick version. At process exit the queue is dropped
+// and the compile under way is waited for (atexit), so that LLVM's globals
+// are not destroyed under a running compile.
+#include "tessera/lang/native_tiers.hpp"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <thread>
+#include <utility>
+
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IRReader/IRReader.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SourceMgr.h>
+
+namespace tessera {
+
+bool native_tiers_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("TESSERA_NATIVE_TIERS");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+NativeCode::~NativeCode() {
+  if (upgrade) {
+    std::lock_guard<std::mutex> lock(upgrade->mu);
+    if (upgrade->code == this) upgrade->code = nullptr;
+  }
+}
+
+namespace native_tiers {
+namespace {
+
+struct Job {
+  std::string ir, name, where;
+  Digest key;
+};
+
+std::atomic<int64_t> g_quick{0}, g_optimised{0}, g_swapped{0}, g_needs_whole{0};
+
+// The queue and its one thread. Leaked on purpose (as the JIT is): the
+// atexit handler stops the thread; nothing runs after it.
+struct Worker {
+  std::mutex mu;
+  std::condition_variable wake, idle;
+  std::deque<Job> queue;
+  bool busy = false;
+  bool stop = false;
+  bool started = false;
+  std::thread thread;
+
+  void run();
+  void compile(Job& job);
+};
+
+Worker& worker() {
+  static Worker* w = new Worker;
+  return *w;
+}
+
+void stop_at_exit() { native_tiers_stop(); }
+
+void stop_worker() {
+  Worker& w = worker();
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.stop = true;
+    w.queue.clear();  // their codes keep the quick tier: the process is ending
+  }
+  w.wake.notify_all();
+  if (w.thread.joinable() && w.thread.get_id() != std::this_thread::get_id())
+    w.thread.join();  // the compile under way, at most
+}
+
+void Worker::run() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      wake.wait(lock, [&] { return stop || !queue.empty(); });
+      if (stop) {
+        busy = false;
+        idle.notify_all();
+        return;
+      }
+      job = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+    }
+    compile(job);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      busy = false;
+      if (queue.empty()) idle.notify_all();
+    }
+  }
+}
+
+void Worker::compile(Job& job) {
+  // A partial code made whole before its turn came: its optimised version
+  // would be neither run nor, in a later process, loaded (the needs-whole mark).
+  // (A code whose loop was freed is still compiled: the next process loads it.)
+  if (!still_wanted(job.name)) {
+    if (native_debug())
+      std::fprintf(stderr, "[fast loops] %s: optimised native code not compiled: no code "
+                   "waits for it (its partial code was made whole)\n", job.where.c_str());
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string why, obj;
+  // A context and module of this thread's own, parsed from the IR the key
+  // was made of: nothing of the caller's LLVM state is shared.
+  llvm::LLVMContext context;
+  llvm::SMDiagnostic err;
+  std::unique_ptr<llvm::Module> mod =
+      llvm::parseIR(llvm::MemoryBufferRef(job.ir, job.name), err, context);
+  llvm::TargetMachine* tm = mod ? background_tm(why) : nullptr;
+  if (!mod) why = "the IR did not parse: " + err.getMessage().str();
+  if (tm) {
+    mod->getFunction("tessera_loop")->setName(job.name);
+    obj = emit_object(*mod, *tm, false, why);
+  }
+  if (!obj.empty()) {
+    std::string note;
+    NativeCache(job.key).store(obj, note);  // only optimised code is ever cached
+  }
+  std::vector<std::shared_ptr<NativeUpgrade>> targets;
+  const NativeFn fn = link_optimised(obj, job.name, targets, why);
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (fn) ++g_optimised;
+  int swapped = 0;
+  for (const auto& up : targets) {
+    std::lock_guard<std::mutex> lock(up->mu);
+    up->optimised = fn;
+    if (fn && up->code) {
+      up->code->fn.store(fn, std::memory_order_release);
+      up->code->quick.store(false);
+      ++swapped;
+    }
+  }
+  g_swapped += swapped;
+  if (native_debug())
+    std::fprintf(stderr, "[fast loops] %s: optimised native code %s in %.1f ms in the background%s%s\n",
+                 job.where.c_str(), fn ? "compiled" : "not compiled", ms,
+                 fn ? (swapped ? ", swapped in" : ", its loop gone") : ": ", fn ? "" : why.c_str());
+}
+
+}  // namespace
+
+void submit(std::string ir, std::string name, const Digest& key, std::string where) {
+  Worker& w = worker();
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (w.stop) return;
+    w.queue.push_back(Job{std::move(ir), std::move(name), std::move(where), key});
+    if (!w.started) {
+      w.started = true;
+      // No signal for this thread: Ctrl-C is the interpreter's (main) thread's.
+      sigset_t all, old;
+      sigfillset(&all);
+      pthread_sigmask(SIG_BLOCK, &all, &old);
+      w.thread = std::thread([&w] { w.run(); });
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      std::atexit(stop_at_exit);
+    }
+  }
+  w.wake.notify_one();
+}
+
+bool accepting() {
+  Worker& w = worker();
+  std::lock_guard<std::mutex> lock(w.mu);
+  return !w.stop;
+}
+
+void count_quick() { ++g_quick; }
+void count_needs_whole() { ++g_needs_whole; }
+
+}  // namespace native_tiers
+
+NativeTierStats native_tier_stats() {
+  using namespace native_tiers;
+  NativeTierStats s;
+  s.quick = g_quick.load();
+  s.optimised = g_optimised.load();
+  s.swapped = g_swapped.load();
+  s.needs_whole = g_needs_whole.load();
+  Worker& w = worker();
+  std::lock_guard<std::mutex> lock(w.mu);
+  s.pending = static_cast<int64_t>(w.queue.size()) + (w.busy ? 1 : 0);
+  return s;
+}
+
+void native_tiers_stop() { native_tiers::stop_worker(); }
+
+void native_tiers_wait() {
+  native_tiers::Worker& w = native_tiers::worker();
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.idle.wait(lock, [&] { return w.stop || (w.queue.empty() && !w.busy); });
+}
+
+}  // namespace tessera
