@@ -471,6 +471,13 @@ struct Gen {
   // or native_row_write for everything else.
   std::map<int, llvm::Value*> row_caches;
   llvm::Value* row_cache_of(int r);
+  // Alias scopes: the caches (and generations) in the frame, which escape to
+  // the helpers, are never the rows' items, so LLVM keeps a slot's fields
+  // in registers across the item stores of a turn. row_kind_dummy: a byte
+  // the kind test reads instead of an item's when none is read.
+  llvm::MDNode *row_scope = nullptr, *row_noalias = nullptr;
+  llvm::Value* row_kind_dummy = nullptr;
+  void row_scopes();
   // Slot i's field at byte `offset` of register r's cache, of type t.
   llvm::Value* row_field(llvm::Value* cache, size_t offset, llvm::Type* t, llvm::Value* slot);
   struct RowHit {
@@ -481,8 +488,9 @@ struct Gen {
   // ValueKind `want` (for a write also: the row may be written in place and
   // needs no log entry). `at`: the item's 8 bytes when `good`.
   RowHit row_hit(int r, llvm::Value* i, llvm::Value* j, int want, bool write);
-  // t[i][j] into `out` (register kind k, ValueKind want) through the cache.
-  void row_read(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int k, int want,
+  // t[i][j]'s payload (register kind k, ValueKind want) through the cache
+  // (`out`: the helper's).
+  llvm::Value* row_read(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int k, int want,
                 llvm::Value* out);
   // t[i][j] = value (its Reg at `item`) through the cache.
   void row_write(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int want,

@@ -418,16 +418,17 @@ CV Gen::list2_item(const FNode& n) {
     bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
   };
   const int tr = in.kids[0].reg;
+  llvm::Value* p;
   if (const int want = in_place_kind(tr, k); want >= 0) {
     // The row's address kept in the table's row cache (native_gen_rows.cpp),
     // the item read in place when it is of the kind compiled for.
-    row_read(tr, t.v, i, j, k, want, out);
+    p = row_read(tr, t.v, i, j, k, want, out);
   } else {
     get();
+    p = b.CreateLoad(i64, out);
   }
   count(in.counter);
   count(n.counter);
-  llvm::Value* p = b.CreateLoad(i64, out);
   const auto kk = static_cast<Reg::Kind>(k);
   if (is_bool(kk)) return CV{k, b.CreateICmpNE(b.CreateTrunc(p, i8), b.getInt8(0))};
   if (is_int(kk)) return CV{k, p};

@@ -40,6 +40,18 @@ llvm::Value* Gen::row_cache_of(int r) {
   return c;
 }
 
+void Gen::row_scopes() {
+  if (row_scope) return;
+  llvm::MDBuilder md(ctx);
+  llvm::MDNode* domain = md.createAnonymousAliasScopeDomain("frame");
+  llvm::MDNode* cache = md.createAnonymousAliasScope(domain, "row caches");
+  row_scope = llvm::MDNode::get(ctx, {cache});
+  row_noalias = row_scope;
+  llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  row_kind_dummy = e.CreateAlloca(i8);
+  e.CreateStore(e.getInt8(-1), row_kind_dummy);
+}
+
 llvm::Value* Gen::row_field(llvm::Value* cache, size_t offset, llvm::Type* t, llvm::Value* slot) {
   llvm::Value* at = b.CreateConstInBoundsGEP1_64(i8, b.CreateBitCast(cache, i8p), offset);
   return b.CreateInBoundsGEP(t, b.CreateBitCast(at, t->getPointerTo()), slot);
@@ -52,51 +64,62 @@ Gen::RowHit Gen::row_hit(int r, llvm::Value* i, llvm::Value* j, int want, bool w
   // then has two, each right).
   llvm::Value* slot = b.CreateAnd(i, b.getInt64(kNativeRowSlots - 1));
   auto at = [&](size_t offset, llvm::Type* t) { return row_field(c, offset, t, slot); };
-  auto word = [&](size_t offset) { return b.CreateLoad(i64, at(offset, i64)); };
-  llvm::Value* gen = b.CreateLoad(i64, row_gen_of(r));
+  row_scopes();
+  auto frame = [&](llvm::Type* t, llvm::Value* p) {
+    llvm::LoadInst* l = b.CreateLoad(t, p);
+    l->setMetadata(llvm::LLVMContext::MD_alias_scope, row_scope);
+    return l;
+  };
+  auto word = [&](size_t offset) { return frame(i64, at(offset, i64)); };
+  llvm::Value* gen = frame(i64, row_gen_of(r));
   llvm::Value* okp = at(offsetof(NativeRowCache, ok), i8);
   llvm::Value* data = word(offsetof(NativeRowCache, data));
   llvm::Value* len = word(offsetof(NativeRowCache, len));
   llvm::Value* kfix = word(offsetof(NativeRowCache, kfix));
   llvm::Value* jj = b.CreateSelect(b.CreateICmpSLT(j, b.getInt64(0)), b.CreateAdd(j, len), j);
   llvm::Value* valid = b.CreateAnd(
-      {b.CreateICmpNE(b.CreateLoad(i8, okp), b.getInt8(0)),
+      {b.CreateICmpNE(frame(i8, okp), b.getInt8(0)),
        b.CreateICmpEQ(word(offsetof(NativeRowCache, key)), i),
        b.CreateICmpEQ(word(offsetof(NativeRowCache, gen)), gen), b.CreateICmpULT(jj, len)});
   if (write) {
     // Written in place without a log entry: asked for and said yes, and
     // logged whole already or not to be logged.
-    llvm::Value* logs = b.CreateLoad(i8, at(offsetof(NativeRowCache, logs), i8));
+    llvm::Value* logs = frame(i8, at(offsetof(NativeRowCache, logs), i8));
     valid = b.CreateAnd(
-        {valid, b.CreateICmpNE(b.CreateLoad(i8, at(offsetof(NativeRowCache, writable), i8)),
+        {valid, b.CreateICmpNE(frame(i8, at(offsetof(NativeRowCache, writable), i8)),
                                b.getInt8(0)),
          b.CreateOr(b.CreateICmpEQ(logs, b.getInt8(0)),
                     b.CreateICmpEQ(word(offsetof(NativeRowCache, ranged)), data))});
   }
   // Item j: `stride` bytes apart (a Value's or 8). A list of Values has a
-  // kind byte per item, read only when the slot is valid (else the slot's
-  // own ok byte is read, to no effect); a NumberList's items are all kfix.
+  // kind byte per item, read only when the slot is valid (else a byte of
+  // the frame's, to no effect); a NumberList's items are all kfix.
   llvm::Value* item = b.CreateAdd(data, b.CreateMul(jj, word(offsetof(NativeRowCache, stride))));
   llvm::Value* boxed = b.CreateICmpSLT(kfix, b.getInt64(0));
   const auto kind_from_payload = layout().kind_at - layout().payload_at;
   llvm::Value* kind_at = b.CreateSelect(
       b.CreateAnd(valid, boxed),
-      b.CreateIntToPtr(b.CreateAdd(item, b.getInt64(kind_from_payload)), i8p), okp);
+      b.CreateIntToPtr(b.CreateAdd(item, b.getInt64(kind_from_payload)), i8p), row_kind_dummy);
+  llvm::LoadInst* kind_byte = b.CreateLoad(i8, kind_at);
+  kind_byte->setMetadata(llvm::LLVMContext::MD_noalias, row_noalias);
   llvm::Value* kind_ok = b.CreateSelect(
-      boxed, b.CreateICmpEQ(b.CreateLoad(i8, kind_at), b.getInt8(static_cast<uint8_t>(want))),
+      boxed, b.CreateICmpEQ(kind_byte, b.getInt8(static_cast<uint8_t>(want))),
       b.CreateICmpEQ(kfix, b.getInt64(want)));
   return RowHit{b.CreateAnd(valid, kind_ok), b.CreateIntToPtr(item, i64->getPointerTo()), gen};
 }
 
-void Gen::row_read(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int k, int want,
-                   llvm::Value* out) {
+llvm::Value* Gen::row_read(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int k,
+                           int want, llvm::Value* out) {
   const RowHit h = row_hit(r, i, j, want, false);
   llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "row_read", fn);
   llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "row_read_slow", fn);
   llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "row_read_join", fn);
   b.CreateCondBr(h.good, fast, slow);
   b.SetInsertPoint(fast);
-  b.CreateStore(b.CreateLoad(i64, h.at), out);
+  // The item as a value, not through `out`: `out` escapes to the helper,
+  // so a store to it would count as one to the caches.
+  llvm::LoadInst* item = b.CreateLoad(i64, h.at);
+  item->setMetadata(llvm::LLVMContext::MD_noalias, row_noalias);
   b.CreateBr(join);
   b.SetInsertPoint(slow);
   auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i64, i64, i64, i8p}, false);
@@ -105,8 +128,14 @@ void Gen::row_read(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int 
       {cptr, b.CreateBitCast(row_cache_of(r), i8p), obj, i, j, h.gen, b.getInt64(k),
        b.getInt64(want), b.CreateBitCast(out, i8p)});
   bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+  llvm::Value* got = b.CreateLoad(i64, out);
+  llvm::BasicBlock* slow_end = b.GetInsertBlock();
   b.CreateBr(join);
   b.SetInsertPoint(join);
+  llvm::PHINode* v = b.CreatePHI(i64, 2);
+  v->addIncoming(item, fast);
+  v->addIncoming(got, slow_end);
+  return v;
 }
 
 void Gen::row_write(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int want,
@@ -118,7 +147,7 @@ void Gen::row_write(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int
   llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "row_write_join", fn);
   b.CreateCondBr(h.good, fast, slow);
   b.SetInsertPoint(fast);
-  b.CreateStore(bits, h.at);
+  b.CreateStore(bits, h.at)->setMetadata(llvm::LLVMContext::MD_noalias, row_noalias);
   b.CreateBr(join);
   b.SetInsertPoint(slow);
   llvm::Value* counted;  // this site's log entries (native_row_write)
