@@ -524,7 +524,7 @@ Value getitem(Args& a) {
   // Python's TypeError, not the IndexError of a 0-d array it would become.
   if (a[0].is_scalar()) {
     const char* type = a[0].is_bool() ? "bool" : a[0].is_int() ? "int" : "float";
-    throw TypeError(error_message("'", type, "' object is not subscriptable"));
+    throw TypeError(error_message("[", a.op(), "] '", type, "' object is not subscriptable"));
   }
   // The operand itself when it is an array (a copy of an Array allocates its
   // shape and strides: x[:, i] in a loop paid for it on every call).

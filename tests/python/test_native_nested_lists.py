@@ -200,7 +200,7 @@ def test_native_interpreter_and_general_print_the_same():
     # 5[0]: Python's TypeError at its line on every path (the general path gave IndexError)
     line = row_indexed_after_replaced.__code__.co_firstlineno + 4
     typed = [ln for ln in native.splitlines() if ln.startswith("row_indexed_after_replaced")]
-    assert len(typed) == 2 and all("TypeError 'int' object is not subscriptable" in ln and
+    assert len(typed) == 2 and all("TypeError [getitem] 'int' object is not subscriptable" in ln and
                                    f"test_native_nested_lists.py:{line}" in ln for ln in typed)
     for f in (pair_products, springs, mixed_tuples, int_into_floats, fails_late, gravity):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
