@@ -46,7 +46,8 @@ llvm::Value* Gen::fptr(void* f, llvm::FunctionType* t) {
   // made before a write, a new object, a sweep): the items' addresses kept
   // by the read sites (list_item) are looked up again.
   if (f != reinterpret_cast<void*>(&native_list_get) &&
-      f != reinterpret_cast<void*>(&native_list2_get)) {
+      f != reinterpret_cast<void*>(&native_list2_get) &&
+      f != reinterpret_cast<void*>(&native_row_read)) {
     llvm::Value* g = list_epoch_of();
     b.CreateStore(b.CreateAdd(b.CreateLoad(i64, g), b.getInt64(1)), g);
   }

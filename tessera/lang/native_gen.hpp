@@ -468,23 +468,40 @@ struct Gen {
   // NumberList's; native_list_site).
   struct RowSite {
     llvm::Value *ok, *key, *gen, *data, *len, *buf, *stride, *kfix;
-    // A slot of the register's row cache (row_cache_site) also has: the
-    // in-place ask said yes for its row (i1), its writes need the log (i1),
-    // the items' address whose numbers were logged whole (i64). Null for
-    // a site of its own.
-    llvm::Value *writable = nullptr, *logs = nullptr, *ranged = nullptr;
   };
   RowSite row_site(int r);
-  // For t[i][j] of a table register: the slot for row i of a cache of
-  // kRowSlots rows shared by all of the register's sites, so that code
-  // going from row to row (nbody's t[i], t[j]) finds each row's address
-  // again instead of asking the helper at each site's change of row.
-  static constexpr int kRowSlots = 8;
-  struct RowCache {
-    llvm::Value *ok, *key, *gen, *data, *len, *buf, *stride, *kfix, *writable, *logs, *ranged;
+  // For t[i][j] of a table register: a cache of kNativeRowSlots rows shared
+  // by all of the register's sites (NativeRowCache, one alloca), so that
+  // code going from row to row (nbody's t[i], t[j]) finds each row's
+  // address again instead of asking the helper at each site's change of
+  // row. A site tests its slot inline (row_hit) and calls native_row_read
+  // or native_row_write for everything else.
+  std::map<int, llvm::Value*> row_caches;
+  llvm::Value* row_cache_of(int r);
+  // Alias scopes: the caches (and generations) in the frame, which escape to
+  // the helpers, are never the rows' items, so LLVM keeps a slot's fields
+  // in registers across the item stores of a turn. row_kind_dummy: a byte
+  // the kind test reads instead of an item's when none is read.
+  llvm::MDNode *row_scope = nullptr, *row_noalias = nullptr;
+  llvm::Value* row_kind_dummy = nullptr;
+  void row_scopes();
+  // Slot i's field at byte `offset` of register r's cache, of type t.
+  llvm::Value* row_field(llvm::Value* cache, size_t offset, llvm::Type* t, llvm::Value* slot);
+  struct RowHit {
+    llvm::Value *good, *at, *gen;
   };
-  std::map<int, RowCache> row_caches;
-  RowSite row_cache_site(int r, llvm::Value* i);
+  // The inline test of a t[i][j] site: its slot holds row i at the current
+  // generation, j (negative from the end) is in range, item j is of
+  // ValueKind `want` (for a write also: the row may be written in place and
+  // needs no log entry). `at`: the item's 8 bytes when `good`.
+  RowHit row_hit(int r, llvm::Value* i, llvm::Value* j, int want, bool write);
+  // t[i][j]'s payload (register kind k, ValueKind want) through the cache
+  // (`out`: the helper's).
+  llvm::Value* row_read(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int k, int want,
+                llvm::Value* out);
+  // t[i][j] = value (its Reg at `item`) through the cache.
+  void row_write(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int want,
+                 const CV& value, llvm::Value* item);
   llvm::Value* site_hit(const RowSite& s, llvm::Value* i, llvm::Value* gen);
   void fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Value* gen);
   // The same for a flat list (xs[i]): the site keyed by the list's object.
@@ -847,6 +864,10 @@ struct Gen {
     int want;                 // their ValueKind
   };
   void list_sites(const FNode& body, const RangeLoop& rl, std::vector<ListSite>& out);
+  // True when a site's list, as the code is compiled, is a list of Values,
+  // which the hoisted version's check refuses (its items have no fixed
+  // address): a lazy build then emits the per-access version only.
+  bool lists_boxed_now(const std::vector<ListSite>& ss) const;
   // The check before the loop (at least one turn, the lists' form, the
   // affine indices, added to pr_h), then the log of what the loop writes.
   llvm::Value* lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,

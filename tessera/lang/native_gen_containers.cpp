@@ -270,10 +270,9 @@ void Gen::write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, 
   // items of its kind written in place; any other write through the
   // helper, which makes that list its own and moves no other, then keeps
   // it for the next ones.
-  // A slot of the register's row cache keeps this state per row, and says
-  // whether the row was asked for (a read's fill does not ask).
-  llvm::Value* logs = site.logs;
-  if (!logs) {
+  // (The row cache of t[i][j] sites does the same in native_row_write.)
+  llvm::Value* logs;
+  {
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     logs = e.CreateAlloca(i1);
     e.CreateStore(e.getTrue(), logs);
@@ -281,7 +280,6 @@ void Gen::write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, 
   llvm::Value* genp = row_gen_of(r);
   llvm::Value* gen = b.CreateLoad(i64, genp);
   llvm::Value* hit = site_hit(site, key, gen);
-  if (site.writable) hit = b.CreateAnd(hit, b.CreateLoad(i1, site.writable));
   llvm::BasicBlock* look = llvm::BasicBlock::Create(ctx, "roww_look", fn);
   llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "roww_fast", fn);
   llvm::BasicBlock* log = llvm::BasicBlock::Create(ctx, "roww_log", fn);
@@ -298,14 +296,10 @@ void Gen::write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, 
   bail_if(b.CreateICmpEQ(rc, b.getInt32(1)));
   llvm::Value* in_place = b.CreateICmpEQ(rc, b.getInt32(2));
   // The helper's own write may have moved rows (a copy): every kept
-  // address is looked up again. A yes to the ask moved nothing, so the
-  // cache's other rows stay good (nbody's rows are written by turns).
-  llvm::Value* g0 = b.CreateLoad(i64, genp);
-  llvm::Value* next = b.CreateAdd(g0, b.getInt64(1));
-  if (site.writable) next = b.CreateSelect(in_place, g0, next);
+  // address is looked up again.
+  llvm::Value* next = b.CreateAdd(b.CreateLoad(i64, genp), b.getInt64(1));
   b.CreateStore(next, genp);
   fill(next);
-  if (site.writable) b.CreateStore(b.getTrue(), site.writable);
   b.CreateStore(in_place, logs);
   llvm::BasicBlock* now = llvm::BasicBlock::Create(ctx, "roww_now", fn);
   b.CreateCondBr(in_place, now, join);
@@ -330,7 +324,7 @@ void Gen::write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, 
     // the range puts back the items as they were before it, the entries
     // before it what they held earlier.
     llvm::Value* data = b.CreateLoad(i64, site.data);
-    llvm::Value* rangedp = site.ranged ? site.ranged : ranged_of(r);
+    llvm::Value* rangedp = ranged_of(r);
     llvm::BasicBlock* one = llvm::BasicBlock::Create(ctx, "roww_log_one", fn);
     llvm::BasicBlock* count_it = llvm::BasicBlock::Create(ctx, "roww_log_count", fn);
     llvm::BasicBlock* whole = llvm::BasicBlock::Create(ctx, "roww_log_whole", fn);
@@ -346,10 +340,7 @@ void Gen::write_in_place(const RowSite& site, llvm::Value* key, llvm::Value* j, 
     b.CreateStore(c1, counted);
     llvm::Value* len = b.CreateLoad(i64, site.len);
     llvm::Value* go_whole = b.CreateICmpSGT(c1, len);
-    // A short row in the cache: its numbers logged whole at its first
-    // write (one entry), then none for it in this call.
-    if (site.ranged) go_whole = b.CreateOr(go_whole, b.CreateICmpSLE(len, b.getInt64(16)));
-    b.CreateCondBr(go_whole, whole, one, site.ranged ? nullptr : unlikely());
+    b.CreateCondBr(go_whole, whole, one, unlikely());
     b.SetInsertPoint(whole);
     auto* ft = llvm::FunctionType::get(i8p, {i8p, i64, i8p, i64, i64, i64}, false);
     llvm::Value* n_now = b.CreateLoad(i64, undo_n);
@@ -427,27 +418,17 @@ CV Gen::list2_item(const FNode& n) {
     bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
   };
   const int tr = in.kids[0].reg;
+  llvm::Value* p;
   if (const int want = in_place_kind(tr, k); want >= 0) {
-    // The row's address kept per site (native_list2_get's kNativeRowMode),
+    // The row's address kept in the table's row cache (native_gen_rows.cpp),
     // the item read in place when it is of the kind compiled for.
-    RowSite site = row_cache_site(tr, i);
-    llvm::Value* gen = b.CreateLoad(i64, row_gen_of(tr));
-    llvm::BasicBlock* fill = llvm::BasicBlock::Create(ctx, "row_fill", fn);
-    llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "row_have", fn);
-    b.CreateCondBr(site_hit(site, i, gen), have, fill);
-    b.SetInsertPoint(fill);
-    fill_site(site, t.v, i, gen);
-    b.CreateStore(b.getFalse(), site.writable);  // a read does not ask
-    b.CreateBr(have);
-    b.SetInsertPoint(have);
-    llvm::Value* item = site_item(site, j, want);
-    item_or_helper(item, out, get);
+    p = row_read(tr, t.v, i, j, k, want, out);
   } else {
     get();
+    p = b.CreateLoad(i64, out);
   }
   count(in.counter);
   count(n.counter);
-  llvm::Value* p = b.CreateLoad(i64, out);
   const auto kk = static_cast<Reg::Kind>(k);
   if (is_bool(kk)) return CV{k, b.CreateICmpNE(b.CreateTrunc(p, i8), b.getInt8(0))};
   if (is_int(kk)) return CV{k, p};
@@ -491,9 +472,7 @@ CV Gen::list_setitem(const FNode& n) {
     };
     const int want = in_place_kind(r, written_kind);
     if (want >= 0) {
-      RowSite site = row_cache_site(r, i);
-      write_in_place(site, i, j, r, want, value, call_set,
-                     [&](llvm::Value* next) { fill_site(site, x.v, i, next); });
+      row_write(r, x.v, i, j, want, value, v);
     } else {
       set();
       bump_rows(r);

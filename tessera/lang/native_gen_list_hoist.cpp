@@ -56,12 +56,27 @@ void Gen::list_sites(const FNode& body, const RangeLoop& rl, std::vector<ListSit
   out.swap(kept);
 }
 
+bool Gen::lists_boxed_now(const std::vector<ListSite>& ss) const {
+  for (const ListSite& s : ss) {
+    const Reg& r = regs[static_cast<size_t>(s.reg)];
+    const auto o = static_cast<size_t>(r.a);
+    if (r.k == Reg::Obj && o < objects.size() && objects[o].is_list() &&
+        objects[o].number_items() == nullptr)
+      return true;
+  }
+  return false;
+}
+
 void Gen::hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value* e0,
                                llvm::Value* lk, llvm::Value* lp, llvm::BasicBlock* done,
                                const std::set<const FNode*>& pr) {
   std::vector<ListSite> ss;
   if (!rl.loops_in && !hoisted_lists) list_sites(n.kids[1], rl, ss);
-  if (ss.empty()) {
+  // A lazy build whose lists, when compiled, would fail the check below
+  // (a list of Values, as Python's lists come: only a NumberList's items
+  // have fixed addresses) goes by access at once: the partial code's check
+  // failed at the first call, and the whole code was compiled too (nbody_game).
+  if (ss.empty() || (lazy_build && lists_boxed_now(ss))) {
     range_chunks(n, rl, e0, lk, lp, done, pr);
     return;
   }
@@ -90,7 +105,8 @@ void Gen::top_lists(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock
                     llvm::Value* max_turns, llvm::Value* turns) {
   std::vector<ListSite> ss;
   list_sites(loop_body, rl, ss);
-  if (ss.empty()) {
+  // (A lazy build over lists that would fail the check: likewise, as lists_boxed_now.)
+  if (ss.empty() || (lazy_build && lists_boxed_now(ss))) {
     if (lazy_build) throw NoLazy{};  // the general turns are all there is
     b.CreateBr(top);
     return;

@@ -1,5 +1,6 @@
 // Gen (native_gen.hpp): rows of lists of lists. The row cache the sites of
-// a table register share (row_cache_site), and `a, b = t[i]` and
+// a table register share (row_hit, row_read, row_write: a few instructions
+// inline, native_row_cache.cpp's helpers for the rest), and `a, b = t[i]` and
 // `for (a, b) in pairs` of a list of tuples or lists of numbers. The translator writes both as
 // `_t = unpack(t[i], n)` followed by `a = _t[0]`, `b = _t[1]`; `_t` is read
 // nowhere else, so the row is looked up once (native_list2_get's
@@ -8,6 +9,7 @@
 // copies the references: a later write into the row does not change a or b.
 // Anything else (a row that is not a list or a tuple, another length, an
 // item of another kind) bails: the interpreter raises Python's error.
+#include <cstddef>
 #include <functional>
 
 #include "tessera/lang/native_gen.hpp"
@@ -27,47 +29,150 @@ bool is_unpack_of_row(const FNode& v) {
 
 }  // namespace
 
-Gen::RowSite Gen::row_cache_site(int r, llvm::Value* i) {
+llvm::Value* Gen::row_cache_of(int r) {
   auto it = row_caches.find(r);
-  if (it == row_caches.end()) {
-    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-    RowCache c;
-    auto* n = e.getInt32(kRowSlots);
-    c.ok = e.CreateAlloca(i1, n);
-    c.writable = e.CreateAlloca(i1, n);
-    c.logs = e.CreateAlloca(i1, n);
-    c.key = e.CreateAlloca(i64, n);
-    c.gen = e.CreateAlloca(i64, n);
-    c.data = e.CreateAlloca(i64, n);
-    c.len = e.CreateAlloca(i64, n);
-    c.stride = e.CreateAlloca(i64, n);
-    c.kfix = e.CreateAlloca(i64, n);
-    c.ranged = e.CreateAlloca(i64, n);
-    c.buf = e.CreateAlloca(i64, e.getInt32(4));
-    for (int k = 0; k < kRowSlots; ++k) {
-      e.CreateStore(e.getFalse(), e.CreateConstInBoundsGEP1_64(i1, c.ok, k));
-      e.CreateStore(e.getInt64(0), e.CreateConstInBoundsGEP1_64(i64, c.ranged, k));
-    }
-    it = row_caches.emplace(r, c).first;
+  if (it != row_caches.end()) return it->second;
+  llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::Value* c = e.CreateAlloca(i64, e.getInt32(sizeof(NativeRowCache) / 8));
+  // No slot holds a row, none is logged whole.
+  e.CreateMemSet(e.CreateBitCast(c, i8p), e.getInt8(0), sizeof(NativeRowCache), llvm::MaybeAlign(8));
+  row_caches.emplace(r, c);
+  return c;
+}
+
+void Gen::row_scopes() {
+  if (row_scope) return;
+  llvm::MDBuilder md(ctx);
+  llvm::MDNode* domain = md.createAnonymousAliasScopeDomain("frame");
+  llvm::MDNode* cache = md.createAnonymousAliasScope(domain, "row caches");
+  row_scope = llvm::MDNode::get(ctx, {cache});
+  row_noalias = row_scope;
+  llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  row_kind_dummy = e.CreateAlloca(i8);
+  e.CreateStore(e.getInt8(-1), row_kind_dummy);
+}
+
+llvm::Value* Gen::row_field(llvm::Value* cache, size_t offset, llvm::Type* t, llvm::Value* slot) {
+  llvm::Value* at = b.CreateConstInBoundsGEP1_64(i8, b.CreateBitCast(cache, i8p), offset);
+  return b.CreateInBoundsGEP(t, b.CreateBitCast(at, t->getPointerTo()), slot);
+}
+
+Gen::RowHit Gen::row_hit(int r, llvm::Value* i, llvm::Value* j, int want, bool write) {
+  static_assert(kNativeRowSlots == 8, "a slot is i & 7");
+  llvm::Value* c = row_cache_of(r);
+  // Row i's slot: i mod 8 (a negative i has its own slot; the same row
+  // then has two, each right).
+  llvm::Value* slot = b.CreateAnd(i, b.getInt64(kNativeRowSlots - 1));
+  auto at = [&](size_t offset, llvm::Type* t) { return row_field(c, offset, t, slot); };
+  row_scopes();
+  auto frame = [&](llvm::Type* t, llvm::Value* p) {
+    llvm::LoadInst* l = b.CreateLoad(t, p);
+    l->setMetadata(llvm::LLVMContext::MD_alias_scope, row_scope);
+    return l;
+  };
+  auto word = [&](size_t offset) { return frame(i64, at(offset, i64)); };
+  llvm::Value* gen = frame(i64, row_gen_of(r));
+  llvm::Value* okp = at(offsetof(NativeRowCache, ok), i8);
+  llvm::Value* data = word(offsetof(NativeRowCache, data));
+  llvm::Value* len = word(offsetof(NativeRowCache, len));
+  llvm::Value* kfix = word(offsetof(NativeRowCache, kfix));
+  llvm::Value* jj = b.CreateSelect(b.CreateICmpSLT(j, b.getInt64(0)), b.CreateAdd(j, len), j);
+  llvm::Value* valid = b.CreateAnd(
+      {b.CreateICmpNE(frame(i8, okp), b.getInt8(0)),
+       b.CreateICmpEQ(word(offsetof(NativeRowCache, key)), i),
+       b.CreateICmpEQ(word(offsetof(NativeRowCache, gen)), gen), b.CreateICmpULT(jj, len)});
+  if (write) {
+    // Written in place without a log entry: asked for and said yes, and
+    // logged whole already or not to be logged.
+    llvm::Value* logs = frame(i8, at(offsetof(NativeRowCache, logs), i8));
+    valid = b.CreateAnd(
+        {valid, b.CreateICmpNE(frame(i8, at(offsetof(NativeRowCache, writable), i8)),
+                               b.getInt8(0)),
+         b.CreateOr(b.CreateICmpEQ(logs, b.getInt8(0)),
+                    b.CreateICmpEQ(word(offsetof(NativeRowCache, ranged)), data))});
   }
-  const RowCache& c = it->second;
-  row_gen_of(r);
-  // Row i's slot: i mod kRowSlots (a negative i has its own slot; the same
-  // row then has two, each right).
-  llvm::Value* at = b.CreateAnd(i, b.getInt64(kRowSlots - 1));
-  RowSite s;
-  s.ok = b.CreateInBoundsGEP(i1, c.ok, at);
-  s.writable = b.CreateInBoundsGEP(i1, c.writable, at);
-  s.logs = b.CreateInBoundsGEP(i1, c.logs, at);
-  s.key = b.CreateInBoundsGEP(i64, c.key, at);
-  s.gen = b.CreateInBoundsGEP(i64, c.gen, at);
-  s.data = b.CreateInBoundsGEP(i64, c.data, at);
-  s.len = b.CreateInBoundsGEP(i64, c.len, at);
-  s.stride = b.CreateInBoundsGEP(i64, c.stride, at);
-  s.kfix = b.CreateInBoundsGEP(i64, c.kfix, at);
-  s.ranged = b.CreateInBoundsGEP(i64, c.ranged, at);
-  s.buf = c.buf;
-  return s;
+  // Item j: `stride` bytes apart (a Value's or 8). A list of Values has a
+  // kind byte per item, read only when the slot is valid (else a byte of
+  // the frame's, to no effect); a NumberList's items are all kfix.
+  llvm::Value* item = b.CreateAdd(data, b.CreateMul(jj, word(offsetof(NativeRowCache, stride))));
+  llvm::Value* boxed = b.CreateICmpSLT(kfix, b.getInt64(0));
+  const auto kind_from_payload = layout().kind_at - layout().payload_at;
+  llvm::Value* kind_at = b.CreateSelect(
+      b.CreateAnd(valid, boxed),
+      b.CreateIntToPtr(b.CreateAdd(item, b.getInt64(kind_from_payload)), i8p), row_kind_dummy);
+  llvm::LoadInst* kind_byte = b.CreateLoad(i8, kind_at);
+  kind_byte->setMetadata(llvm::LLVMContext::MD_noalias, row_noalias);
+  llvm::Value* kind_ok = b.CreateSelect(
+      boxed, b.CreateICmpEQ(kind_byte, b.getInt8(static_cast<uint8_t>(want))),
+      b.CreateICmpEQ(kfix, b.getInt64(want)));
+  return RowHit{b.CreateAnd(valid, kind_ok), b.CreateIntToPtr(item, i64->getPointerTo()), gen};
+}
+
+llvm::Value* Gen::row_read(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int k,
+                           int want, llvm::Value* out) {
+  const RowHit h = row_hit(r, i, j, want, false);
+  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "row_read", fn);
+  llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "row_read_slow", fn);
+  llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "row_read_join", fn);
+  b.CreateCondBr(h.good, fast, slow);
+  b.SetInsertPoint(fast);
+  // The item as a value, not through `out`: `out` escapes to the helper,
+  // so a store to it would count as one to the caches.
+  llvm::LoadInst* item = b.CreateLoad(i64, h.at);
+  item->setMetadata(llvm::LLVMContext::MD_noalias, row_noalias);
+  b.CreateBr(join);
+  b.SetInsertPoint(slow);
+  auto* ft = llvm::FunctionType::get(i32, {i8p, i8p, i64, i64, i64, i64, i64, i64, i8p}, false);
+  llvm::Value* rc = b.CreateCall(
+      ft, fptr(reinterpret_cast<void*>(&native_row_read), ft),
+      {cptr, b.CreateBitCast(row_cache_of(r), i8p), obj, i, j, h.gen, b.getInt64(k),
+       b.getInt64(want), b.CreateBitCast(out, i8p)});
+  bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+  llvm::Value* got = b.CreateLoad(i64, out);
+  llvm::BasicBlock* slow_end = b.GetInsertBlock();
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
+  llvm::PHINode* v = b.CreatePHI(i64, 2);
+  v->addIncoming(item, fast);
+  v->addIncoming(got, slow_end);
+  return v;
+}
+
+void Gen::row_write(int r, llvm::Value* obj, llvm::Value* i, llvm::Value* j, int want,
+                    const CV& value, llvm::Value* item) {
+  const RowHit h = row_hit(r, i, j, want, true);
+  llvm::Value* bits = value.k == Reg::PyFloat ? b.CreateBitCast(value.v, i64) : value.v;
+  llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "row_write", fn);
+  llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "row_write_slow", fn);
+  llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "row_write_join", fn);
+  b.CreateCondBr(h.good, fast, slow);
+  b.SetInsertPoint(fast);
+  b.CreateStore(bits, h.at)->setMetadata(llvm::LLVMContext::MD_noalias, row_noalias);
+  b.CreateBr(join);
+  b.SetInsertPoint(slow);
+  llvm::Value* counted;  // this site's log entries (native_row_write)
+  {
+    llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    counted = e.CreateAlloca(i64);
+    e.CreateStore(e.getInt64(0), counted);
+  }
+  // The helper logs into the call's log: its count goes there and back.
+  llvm::Value* n_at = field(cptr, offsetof(NativeCtx, undo_n), i64);
+  b.CreateStore(b.CreateLoad(i64, undo_n), n_at);
+  auto* ft = llvm::FunctionType::get(
+      i32, {i8p, i8p, i64, i64, i64, i64, i64, i8p, i64, i64, i8p, i8p, i8p}, false);
+  llvm::Value* rc = b.CreateCall(
+      ft, fptr(reinterpret_cast<void*>(&native_row_write), ft),
+      {cptr, b.CreateBitCast(held, i8p), b.getInt64(static_cast<int64_t>(regs.size())),
+       b.getInt64(r), obj, i, j, item, bits, b.getInt64(want),
+       b.CreateBitCast(row_cache_of(r), i8p), b.CreateBitCast(row_gen_of(r), i8p),
+       b.CreateBitCast(counted, i8p)});
+  b.CreateStore(b.CreateLoad(i64, n_at), undo_n);
+  b.CreateStore(ctx_ptr(offsetof(NativeCtx, undo)), undo_ptr);
+  b.CreateStore(b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, undo_cap), i64)), undo_cap);
+  bail_if(b.CreateICmpNE(rc, b.getInt32(0)));
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
 }
 
 void Gen::find_unpacks() {

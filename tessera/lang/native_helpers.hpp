@@ -55,7 +55,7 @@ namespace native_gen {
 // The functions the generated code calls, by index into NativeCtx::helpers
 // (native_helpers()); a new one goes at the end (the disk cache's key
 // counts them).
-constexpr size_t kHelperCount = 40;
+constexpr size_t kHelperCount = 42;
 extern void* const kHelpers[kHelperCount];
 
 }  // namespace native_gen

@@ -78,6 +78,47 @@ extern "C" int64_t native_seq_len(NativeCtx* c, int64_t obj);
 // list, a tuple or an ASCII string; -1 for anything else (the interpreter's).
 extern "C" int64_t native_list2_len(NativeCtx* c, int64_t obj, int64_t i);
 
+// The rows the t[i][j] sites of a table register keep (native_gen_rows.cpp):
+// row i in slot i mod kNativeRowSlots, in the generated function's frame.
+// A slot: the row's index and the write generation it was found at, its
+// items' address, number, stride (bytes between items) and kind (kfix: -1
+// for Values, each with its kind byte, or the ValueKind of a NumberList's
+// items), the items' address whose numbers were logged whole (ranged),
+// whether it holds a row (ok), whether the in-place ask said yes for it
+// (writable) and whether its writes need the log (logs). A site's common
+// case is read inline; everything else is one call of the helpers below,
+// so that each site is a few instructions and a call, not the whole logic
+// (nbody_game's code was 2 MB of IR and took seconds to compile).
+constexpr int kNativeRowSlots = 8;
+struct NativeRowCache {
+  int64_t key[kNativeRowSlots], gen[kNativeRowSlots], data[kNativeRowSlots],
+      len[kNativeRowSlots], stride[kNativeRowSlots], kfix[kNativeRowSlots],
+      ranged[kNativeRowSlots];
+  int64_t buf[4];
+  uint8_t ok[kNativeRowSlots], writable[kNativeRowSlots], logs[kNativeRowSlots];
+};
+
+// t[i][j] read through the cache `rc` when the inline test failed: row i
+// looked up again (native_list2_get's kNativeRowMode) unless its slot holds
+// it at generation `gen`, item j of ValueKind `want` read where it is, or
+// else native_list2_get of register kind `kind`. 0 with the payload in
+// `out`; 1 to bail.
+extern "C" int32_t native_row_read(NativeCtx* c, NativeRowCache* rc, int64_t obj, int64_t i,
+                                   int64_t j, int64_t gen, int64_t kind, int64_t want,
+                                   int64_t* out);
+// t[i][j] = item (its payload `bits`, of ValueKind `want`) through the
+// cache when the inline test failed: written in place when the slot holds
+// a row the in-place ask said yes for; else native_list2_set asked (a yes:
+// the row kept writable; a write of its own: `*gen` bumped, as it may have
+// moved rows). An in-place write logs the item's old bytes in the call's
+// log (c->undo_n kept by the caller), or the row's numbers whole once
+// (native_log_range) when the row has 16 items or fewer or the site
+// (`counted`) has logged as many as the row holds. 0 done; 1 to bail.
+extern "C" int32_t native_row_write(NativeCtx* c, const int32_t* held, int64_t nheld, int64_t r,
+                                    int64_t obj, int64_t i, int64_t j, const Reg* item,
+                                    int64_t bits, int64_t want, NativeRowCache* rc, int64_t* gen,
+                                    int64_t* counted);
+
 // The register kind of t[0][0] when `v` is a list of lists whose first row
 // starts with a number, else -1 (the kind the generator compiles reads for).
 int native_table_kind(const Value& v);

@@ -520,6 +520,12 @@ Value getitem(Args& a) {
   if (a[0].is_list() || a[0].is_dict() || a[0].is_string()) {
     return sequence_getitem(a[0], idx, a.op());
   }
+  // A Python number (NumPy's scalars are 0-d arrays, indexed as NumPy does):
+  // Python's TypeError, not the IndexError of a 0-d array it would become.
+  if (a[0].is_scalar()) {
+    const char* type = a[0].is_bool() ? "bool" : a[0].is_int() ? "int" : "float";
+    throw TypeError(error_message("[", a.op(), "] '", type, "' object is not subscriptable"));
+  }
   // The operand itself when it is an array (a copy of an Array allocates its
   // shape and strides: x[:, i] in a loop paid for it on every call).
   Array converted;
