@@ -101,7 +101,7 @@ INLINE = {
     # dimensions is NumPy's TypeError.
     "python_number": """block(define($v, $1), if(ndim($v) != 0, assert(false,
   "$ETypeError] only 0-dimensional arrays can be converted to Python scalars")),
-  astype($v, $2))""",
+  item(astype($v, $2)))""",
     # random.randint(a, b): both ends included; b < a is Python's ValueError.
     "randint": """block(define($a, $1), define($b, $2), if($b < $a, assert(false, concat(
   "$EValueError] [random.randint] empty range: a=", str($a), " is greater than b=", str($b)))),

@@ -424,9 +424,15 @@ CV Gen::setitem(const FNode& n) {
     const FNode& i = n.kids[k + 2];
     if (i.op == Op::Const && !is_int(i.constant.k)) throw Refuse{"a non-int index"};
     if (i.op == Op::Var && !is_int(kind[i.reg])) throw Refuse{"a non-int index"};
-    // int(v) is a block ending in astype (its check of v before: _templates.py)
-    const bool converted = i.op == Op::AsType || (i.op == Op::Block && !i.kids.empty() &&
-                                                  i.kids.back().op == Op::AsType);
+    // int(v) is a block ending in item(astype(v, "int64")) (its check of v
+    // before: _templates.py; item() makes NumPy's scalar Python's int)
+    auto conversion = [](const FNode& e) {
+      if (e.op == Op::Call && e.spec && e.spec->name == "item" && e.kids.size() == 1)
+        return e.kids[0].op == Op::AsType;
+      return e.op == Op::AsType;
+    };
+    const bool converted =
+        conversion(i) || (i.op == Op::Block && !i.kids.empty() && conversion(i.kids.back()));
     if (i.op != Op::Const && i.op != Op::Var && i.op != Op::Binary && !converted &&
         !narrow_int(i))
       throw Refuse{"an index expression without native code"};
