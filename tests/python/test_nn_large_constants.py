@@ -318,3 +318,20 @@ def test_a_custom_metric_with_a_large_constant_in_evaluate():
     logs = model.evaluate(x, y, batch_size=4, verbose=0, return_dict=True)
     want = np.sum(np.abs(y - model.predict(x, verbose=0)) * weights)
     np.testing.assert_allclose(logs["weighted_abs"], want, rtol=1e-5)
+
+
+def test_a_constant_named_again_is_held_until_its_next_program_takes_it():
+    """A text naming a constant that only a program held (the name reused for
+    the same array) still compiles when that program is dropped before the
+    text is compiled (keras_io gnn_citations met this when imports were slow)."""
+    import gc
+
+    from tessera.nn import program_constants as pc
+
+    table = np.arange(200.0).reshape(10, 20)
+    name = pc.constant_name(table)
+    held = pc._constant(name)  # a program takes it (the table then holds it weakly)
+    assert pc.constant_name(table) == name  # the same array, the same values: the same name
+    del held
+    gc.collect()  # the program holding it is gone before the new text is compiled
+    np.testing.assert_array_equal(pc._constant(name), table)

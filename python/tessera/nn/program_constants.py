@@ -67,6 +67,9 @@ def constant_name(value: np.ndarray) -> str:
         # the same values: the same constant; an array written into since, a new one
         if held is not None and held.shape == value.shape and np.array_equal(held, value,
                                                                               equal_nan=True):
+            # Held strongly again until a program takes it: the programs holding
+            # it now may be dropped before the text being written is compiled.
+            _pending.setdefault(name, held)
             return name
     name = f"{_PREFIX}{next(_count)}"
     copy = np.array(value, dtype=value.dtype.newbyteorder("="), copy=True, order="C")
