@@ -26,6 +26,7 @@ which name the operation and the user's ``file.py:line``:
 The C++ engine is ``tessera._core`` (``Program``, ``call_primitive``, ...).
 """
 
+import atexit as _atexit
 import os as _os
 
 try:
@@ -48,8 +49,6 @@ from .jit import UnsupportedError, is_eager, jit, prange, set_eager
 # The background compile of native loops' optimised code (docs/runtime.md,
 # "Tiered compilation") is stopped while the interpreter finalises, before
 # any C++ static is destroyed under a compile that runs.
-import atexit as _atexit  # noqa: E402
-
 _atexit.register(_core._native_tiers_stop)
 from .autodiff import checkpoint, grad, remat, value_and_grad, vjp
 from . import data, distributed, nn, optim, resilience, trace
