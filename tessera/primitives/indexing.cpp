@@ -520,9 +520,11 @@ Value getitem(Args& a) {
   if (a[0].is_list() || a[0].is_dict() || a[0].is_string()) {
     return sequence_getitem(a[0], idx, a.op());
   }
-  // A Python number (NumPy's scalars are 0-d arrays, indexed as NumPy does):
+  // A Python number indexed by an int (`rows[1][0]` after `rows[1] = 5`):
   // Python's TypeError, not the IndexError of a 0-d array it would become.
-  if (a[0].is_scalar()) {
+  // `x[...]`, `x[None]`, `x[()]` of a number keep a 0-d array's meaning
+  // (tessera's programs index numbers so; NumPy's scalars are 0-d arrays).
+  if (a[0].is_scalar() && !idx.empty() && idx[0].is_int()) {
     const char* type = a[0].is_bool() ? "bool" : a[0].is_int() ? "int" : "float";
     throw TypeError(error_message("[", a.op(), "] '", type, "' object is not subscriptable"));
   }
