@@ -140,6 +140,12 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
     return false;
   }
   std::unordered_map<int64_t, int> thread_of;
+  // An event's thread: one a thread record named before it.
+  auto thread_at = [&](std::string_view field) {
+    auto th = thread_of.find(number(field));
+    if (th == thread_of.end()) throw BadRecord{error_message("thread ", field, " has no thread record")};
+    return th->second;
+  };
   size_t line_no = 1, events = 0;
   try {
     while (std::getline(in, line)) {
@@ -151,9 +157,7 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         need(f, kind == "n" ? 6 : 7);
         TraceEvent e;
         e.kind = kind[0];
-        auto th = thread_of.find(number(f[1]));
-        if (th == thread_of.end()) throw BadRecord{error_message("thread ", f[1], " has no thread record")};
-        e.thread = th->second;
+        e.thread = thread_at(f[1]);
         times(f[2], f[3], e);
         // -1/-1: a node of no program run during the recording.
         e.program = index_into(f[4], out.programs.size(), true, "program");
@@ -171,9 +175,7 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         need(f, kind == "l" ? 10 : 12);
         TraceEvent e;
         e.kind = kind[0];
-        auto th = thread_of.find(number(f[1]));
-        if (th == thread_of.end()) throw BadRecord{error_message("thread ", f[1], " has no thread record")};
-        e.thread = th->second;
+        e.thread = thread_at(f[1]);
         times(f[2], f[3], e);
         if (kind == "l") {
           e.program = index_into(f[4], out.programs.size(), true, "program");
