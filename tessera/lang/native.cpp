@@ -65,10 +65,10 @@ static_assert(sizeof(Reg) == 16 && offsetof(Reg, i) == 8, "native code reads Reg
 // loop's optimised LLVM IR to stderr (to see what blocks vectorisation).
 namespace {
 const std::string& native_setting() {
-  static const std::string v = [] {
+  static const std::string& v = *new std::string([] {
     const char* e = std::getenv("TESSERA_NATIVE");
     return std::string(e ? e : "");
-  }();
+  }());
   return v;
 }
 }  // namespace
@@ -441,10 +441,10 @@ namespace {
 // The quick tier's passes (TESSERA_NATIVE_QUICK_PASSES: another list, in
 // `opt -passes=` syntax, to measure; "default<O1>" is LLVM's -O1).
 const std::string& quick_passes() {
-  static const std::string v = [] {
+  static const std::string& v = *new std::string([] {
     const char* e = std::getenv("TESSERA_NATIVE_QUICK_PASSES");
     return std::string(e && *e ? e : "function(sroa,early-cse,instcombine,simplifycfg)");
-  }();
+  }());
   return v;
 }
 }  // namespace
@@ -527,24 +527,27 @@ std::unique_ptr<llvm::TargetMachine> host_tm(llvm::CodeGenOpt::Level level, std:
 }
 }  // namespace
 
+// The target machines (and the strings below) are leaked on purpose: a
+// function-local static first reached on the tier thread would be destroyed
+// at exit before the handler that waits for that thread's compile has run
+// (exit handlers run in reverse order of registration).
 llvm::TargetMachine* background_tm(std::string& why) {
-  static std::unique_ptr<llvm::TargetMachine> tm;
-  static std::string error;
-  if (!tm && error.empty()) tm = host_tm(llvm::CodeGenOpt::Aggressive, error);
-  why = error;
-  return tm.get();
+  static std::string* error = new std::string;
+  static llvm::TargetMachine* tm = host_tm(llvm::CodeGenOpt::Aggressive, *error).release();
+  why = *error;
+  return tm;
 }
 
 llvm::TargetMachine* quick_tm(std::mutex*& mu, std::string& why) {
   // CodeGenOpt::None: fast instruction selection and register allocation,
   // and no loop strength reduction (half the code generator's time on a
   // nest at the other levels).
-  static std::mutex m;
-  static std::string error;
-  static std::unique_ptr<llvm::TargetMachine> tm = host_tm(llvm::CodeGenOpt::None, error);
-  mu = &m;
-  why = error;
-  return tm.get();
+  static std::mutex* m = new std::mutex;
+  static std::string* error = new std::string;
+  static llvm::TargetMachine* tm = host_tm(llvm::CodeGenOpt::None, *error).release();
+  mu = m;
+  why = *error;
+  return tm;
 }
 
 bool still_wanted(const std::string& name) {
