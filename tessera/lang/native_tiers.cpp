@@ -61,14 +61,49 @@ struct Worker {
   bool stop = false;
   bool started = false;
   std::thread thread;
+  // Held by the thread for each compile: fork() waits for it (fork_prepare),
+  // so that no lock of a compile under way is copied locked into the child.
+  std::mutex gate;
 
   void run();
   void compile(Job& job);
+  void start_locked();
 };
 
+// fork() copies only the calling thread: the child has this Worker's state
+// but not its thread. Left as it was, the child's exit would join a thread
+// that does not exist there (std::system_error: the process aborted) and its
+// queued loops would wait for a compile that never comes. The child gets a
+// fresh Worker holding the same queue, whose thread starts at its next submit
+// or wait; the old one (its mutexes locked by fork_prepare) is leaked.
+Worker* g_worker = nullptr;
+
+void fork_prepare() {
+  g_worker->gate.lock();
+  g_worker->mu.lock();
+}
+
+void fork_parent() {
+  g_worker->mu.unlock();
+  g_worker->gate.unlock();
+}
+
+void fork_child() {
+  Worker* old = g_worker;
+  Worker* fresh = new Worker;
+  fresh->queue = std::move(old->queue);
+  fresh->stop = old->stop;
+  g_worker = fresh;
+}
+
 Worker& worker() {
-  static Worker* w = new Worker;
-  return *w;
+  static const bool made = [] {
+    g_worker = new Worker;
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    return true;
+  }();
+  (void)made;
+  return *g_worker;
 }
 
 void stop_at_exit() { native_tiers_stop(); }
@@ -100,7 +135,10 @@ void Worker::run() {
       queue.pop_front();
       busy = true;
     }
-    compile(job);
+    {
+      std::lock_guard<std::mutex> forking(gate);
+      compile(job);
+    }
     {
       std::lock_guard<std::mutex> lock(mu);
       busy = false;
@@ -167,18 +205,23 @@ void submit(std::string ir, std::string name, const Digest& key, std::string whe
     std::lock_guard<std::mutex> lock(w.mu);
     if (w.stop) return;
     w.queue.push_back(Job{std::move(ir), std::move(name), std::move(where), key});
-    if (!w.started) {
-      w.started = true;
-      // No signal for this thread: Ctrl-C is the interpreter's (main) thread's.
-      sigset_t all, old;
-      sigfillset(&all);
-      pthread_sigmask(SIG_BLOCK, &all, &old);
-      w.thread = std::thread([&w] { w.run(); });
-      pthread_sigmask(SIG_SETMASK, &old, nullptr);
-      std::atexit(stop_at_exit);
-    }
+    w.start_locked();
   }
   w.wake.notify_one();
+}
+
+// With mu held: the thread started once per process (again in a forked child).
+void Worker::start_locked() {
+  if (started) return;
+  started = true;
+  // No signal for this thread: Ctrl-C is the interpreter's (main) thread's.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
+  thread = std::thread([this] { run(); });
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  static const bool registered = (std::atexit(stop_at_exit), true);  // once: inherited by a child
+  (void)registered;
 }
 
 bool accepting() {
@@ -210,6 +253,8 @@ void native_tiers_stop() { native_tiers::stop_worker(); }
 void native_tiers_wait() {
   native_tiers::Worker& w = native_tiers::worker();
   std::unique_lock<std::mutex> lock(w.mu);
+  if (!w.stop && !w.queue.empty()) w.start_locked();  // a forked child's inherited queue
+  w.wake.notify_one();
   w.idle.wait(lock, [&] { return w.stop || (w.queue.empty() && !w.busy); });
 }
 

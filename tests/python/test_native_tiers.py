@@ -271,3 +271,44 @@ def test_exit_while_a_background_compile_runs():
                            timeout=120, env=dict(os.environ, TESSERA_CACHE_DIR="0"))
         assert r.returncode == 0, r.stderr
         assert r.stdout.split()[0] == str(int_nest(np.arange(1200).reshape(30, 40), 7))
+
+
+def test_fork_while_a_background_compile_runs():
+    # os.fork() right after a first call: the child has the parent's queue but
+    # not its compile thread. It runs the loop, compiles a new one, waits for
+    # its queue and ends with sys.exit (its exit handler joined a thread that
+    # did not exist in the child: the process aborted); the parent goes on.
+    code = (
+        "import os, sys, numpy as np, tessera\n"
+        f"sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})\n"
+        "import test_native_tiers as t\n"
+        "from tessera import _core\n"
+        "a = np.arange(1200).reshape(30, 40)\n"
+        "f = tessera.jit(t.int_nest)\n"
+        "print('parent', f(a, 7), flush=True)\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    xs = np.linspace(0.0, 1.0, 50)\n"
+        "    print('child', f(a, 5), tessera.jit(t.float_loop)(xs, 50), flush=True)\n"
+        "    _core._native_tiers_wait()\n"
+        "    print('child', f(a, 3), _core._native_tier_stats()['pending'], flush=True)\n"
+        "    sys.exit(0)\n"
+        "_, status = os.waitpid(pid, 0)\n"
+        "_core._native_tiers_wait()\n"
+        "print('parent', f(a, 11), os.waitstatus_to_exitcode(status), flush=True)\n"
+    )
+    a = np.arange(1200).reshape(30, 40)
+    xs = np.linspace(0.0, 1.0, 50)
+    want_float = float_loop(xs.copy(), 50)
+    for _ in range(2):
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           timeout=120, env=dict(os.environ, TESSERA_CACHE_DIR="0"))
+        assert r.returncode == 0, r.stderr
+        lines = [ln.split() for ln in r.stdout.splitlines()]
+        parents = [ln for ln in lines if ln[0] == "parent"]
+        children = [ln for ln in lines if ln[0] == "child"]
+        assert parents[0][1] == str(int_nest(a, 7)), r.stdout
+        assert parents[1][1:] == [str(int_nest(a, 11)), "0"], r.stdout + r.stderr
+        assert children[0][1] == str(int_nest(a, 5)), r.stdout
+        assert float(children[0][2]) == want_float, r.stdout
+        assert children[1][1:] == [str(int_nest(a, 3)), "0"], r.stdout
