@@ -898,7 +898,7 @@ def _sorted_queries(n, q, seed=29):
     return np.unique(r.integers(0, 4 * n, n)), r.integers(0, 4 * n, q)
 
 
-# The second round's entries of the suite (bench_numpy_kernels.py makes each a Kernel of
+# The second round's entries of the suite (numpy_kernel_table.py makes each a Kernel of
 # category "published"): name, function, setup(quick), and the Kernel fields that differ.
 MORE_PUBLISHED = [
     dict(name="rosen_der", func=rosen_der, setup=lambda q: (_r().random(_q(q, 1000, 2_000_000)),),
@@ -991,7 +991,7 @@ def _distances(n, seed=47):
     return (d,)
 
 
-# The fourth round (bench_numpy_kernels.py adds each as a Kernel of category "published").
+# The fourth round (numpy_kernel_table.py adds each as a Kernel of category "published").
 FOURTH_PUBLISHED = [
     dict(name="sieve_set", func=sieve_set, setup=lambda q: (_q(q, 100, 5000),), kind="loop"),
     dict(name="happy_numbers", func=happy_numbers, setup=lambda q: (_q(q, 10, 300),),

@@ -456,7 +456,7 @@ void mark_loop_reads(const Node* body, size_t frame_size);
 
 // True if `n` computes a value and nothing else: no primitive with effects
 // (registry.hpp: has_effects), no call of a function, no break(),
-// continue() or return() (nodes.cpp).
+// continue() or return() (nodes_control.cpp).
 bool pure_value(const Node* n);
 // True if evaluating `n` may write into an array or advance a random
 // stream: a primitive that writes, a draw from a stream
