@@ -33,6 +33,10 @@ struct NcVal {
   // whether it is a loop's `iterate(xs)` (a snapshot in the general path).
   int list_slot = -1;
   bool iterated = false;
+  // A list no variable holds (a display, a `+`, a call's result, a
+  // comprehension's hidden list as its value); `[]` whose kind is open.
+  bool fresh = false;
+  bool uncommitted = false;
   // A call's list(result, lists...) or pop's (list, item): taken apart by
   // getitem(pack, k) at compile time.
   std::shared_ptr<std::vector<NcVal>> pack{};
@@ -57,13 +61,19 @@ class NcCompiler {
   SourceLoc where;
   // Set when a function's return kind was guessed wrong: compile again.
   bool retry = false;
+  bool makes_lists = false;  // the code makes new lists (nc_list_new)
   std::vector<NcFunc> funcs;
   std::vector<NcStep> steps;
 
   bool compile_group(const FunctionCode& code, Frame* env, const std::vector<NcKind>& args) {
     function_for(code, env, args);
-    for (cur_ = 0; cur_ < funcs.size(); ++cur_)
-      if (!compile_function()) return false;
+    for (cur_ = 0; cur_ < funcs.size(); ++cur_) {
+      if (compile_function()) continue;
+      // Refused on a call's result kind still guessed (a list's): the
+      // functions after may settle it, and then it is compiled again.
+      for (++cur_; cur_ < funcs.size() && !retry; ++cur_) compile_function();
+      return false;
+    }
     return true;
   }
 
@@ -207,7 +217,7 @@ class NcCompiler {
     llvm::Function* fn = f.fn;
     const std::vector<NcKind> arg_kinds = f.args;
     if (code.makes_closures) return refuse(code.body.get(), "the function makes functions");
-    if (!nc_ret_lists(code, funcs[cur_].ret_lists))
+    if (!ret_lists_for(code, arg_kinds, funcs[cur_].ret_lists))
       return refuse(code.body.get(), "some returns give lists back, others not");
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     dead_ = false;
@@ -255,7 +265,12 @@ class NcCompiler {
         return true;
       }
     }
-    if (!nc_number(v.k)) return refuse(n, "a return without a number");
+    if (nc_is_list(v.k)) {
+      v = returned_list(v);
+      if (v.uncommitted && nc_is_list(f.ret)) v.k = f.ret;  // `return []`: any kind
+    } else if (!nc_number(v.k)) {
+      return refuse(n, "a return without a number");
+    }
     if (v.k != f.ret) {
       // The kinds of calls' results are guesses until every return agrees
       // (nc_compile gives up after a few rounds: one that returns both).
@@ -536,6 +551,8 @@ class NcCompiler {
 
 #include "tessera/lang/native_calls_gen_lists.inc"
 
+#include "tessera/lang/native_calls_gen_fresh.inc"
+
   bool primitive(const PrimitiveCallNode& p, NcVal& out) {
     if (p.unfused()) return expr(p.unfused(), out);  // a fused call: its expression
     const std::vector<const Node*> kids = p.children();
@@ -560,6 +577,9 @@ class NcCompiler {
       out = vals[0];
       return true;
     }
+    if (p.spec()->name == "add" &&
+        std::any_of(vals.begin(), vals.end(), [](const NcVal& v) { return nc_is_list(v.k); }))
+      return list_concat(p, vals, out);
     if (kids.size() == 2) return binary(p, op, vals[0], vals[1], out);
     if (kids.size() > 2 && (op == "add" || op == "multiply")) {  // a + b + c, left to right
       NcVal acc = vals[0];
@@ -622,7 +642,7 @@ class NcCompiler {
       kinds.push_back(args[i].k);
     }
     std::vector<int> given_back;
-    if (!nc_ret_lists(code, given_back))
+    if (!ret_lists_for(code, kinds, given_back))
       return refuse(&c, "the function called gives lists back from some returns only");
     if (!lists_passed(c, args, given_back)) return false;
     const size_t before = funcs.size();
@@ -646,6 +666,7 @@ class NcCompiler {
     call_target_[r] = target;
     bail_if(b_.CreateICmpNE(b_.CreateLoad(b_.getInt32Ty(), caller->getArg(0)), b_.getInt32(0)));
     out = {r, funcs[target].ret};
+    out.fresh = nc_is_list(out.k);  // a list returned is one no variable holds
     if (!given_back.empty()) {
       // list(result, p, ...): the callee changed the caller's lists in place
       auto pack = std::make_shared<std::vector<NcVal>>();
@@ -748,7 +769,7 @@ class NcCompiler {
     else
       b_.CreateBr(head);
     dead_ = false;
-    assigned_ = before;  // the body may not run
+    if (!one_turn(n)) assigned_ = before;  // the body may not run
     b_.SetInsertPoint(exit);
     out = {};
     return true;
@@ -819,7 +840,11 @@ class NcCompiler {
       if (v->slot() >= assigned_.size() || !assigned_[v->slot()])
         return refuse(n, "a local may be read before it is assigned");
       out = {b_.CreateLoad(type_of(kinds_[v->slot()]), slots_[v->slot()]), kinds_[v->slot()]};
+      read_[v->slot()] = true;
+      uncommitted_[v->slot()] = false;
       if (nc_is_list(out.k)) out.list_slot = static_cast<int>(v->slot());
+      // A comprehension's hidden list is read once, as its value: moved.
+      out.fresh = nc_is_list(out.k) && v->label().rfind("__acc", 0) == 0;
       return true;
     }
     if (auto* a = dynamic_cast<const AssignNode*>(n)) {
@@ -891,6 +916,8 @@ class NcCompiler {
   std::vector<int> alias_of_;
   std::vector<size_t> alias_depth_;
   std::vector<bool> changeable_;
+  std::vector<bool> uncommitted_;  // holds a `[]` whose item kind is open
+  std::vector<bool> read_;         // read so far (its kind can no longer change)
   std::vector<int> pending_;
   std::vector<llvm::AllocaInst*> slots_;
   std::vector<NcKind> kinds_;
@@ -927,6 +954,7 @@ void nc_add_entry(llvm::LLVMContext& ctx, llvm::Module& mod, const NcFunc& f,
   if (f.ret == NcKind::Float || f.ret == NcKind::NpFloat64 || f.ret == NcKind::NpFloat32)
     r = b.CreateBitCast(r, b.getInt64Ty());
   if (nc_bool_kind(f.ret)) r = b.CreateZExt(r, b.getInt64Ty());
+  if (nc_is_list(f.ret)) r = b.CreatePtrToInt(r, b.getInt64Ty());  // a new list's descriptor
   b.CreateStore(r, fn->getArg(1));
   b.CreateRet(b.CreateLoad(b.getInt32Ty(), status));
 }
@@ -967,6 +995,7 @@ bool nc_generate(llvm::LLVMContext& ctx, llvm::Module& mod, std::map<NcKey, NcKi
   out.ret_lists = c.funcs[0].ret_lists;
   out.steps = c.steps;
   out.functions = c.funcs.size();
+  out.makes_lists = c.makes_lists;
   if (out.recursive) nc_add_entry(ctx, mod, c.funcs[0], name);
   return true;
 }
