@@ -2,8 +2,9 @@
 // function per (jit function, kinds of its arguments) of a group, the calls
 // among them direct calls, so recursion is a plain call; see native_calls.cpp
 // for the semantics the code keeps (a status every frame returns on, the undo
-// log of its writes). The class's array and list parts are in
-// native_calls_gen_arrays.inc and native_calls_gen_lists.inc, included in it.
+// log of its writes). The class's NumPy scalar, array and list parts are in
+// native_calls_gen_numpy.inc, native_calls_gen_arrays.inc,
+// native_calls_gen_lists.inc and native_calls_gen_fresh.inc, included in it.
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -330,107 +331,7 @@ class NcCompiler {
     bail_if(b_.CreateICmpUGE(shifted, b_.getInt64(int64_t{1} << 32)));
   }
 
-  // The kind NumPy's promotion gives a binary operation with a NumPy scalar
-  // (NEP 50: Python numbers are weak), or None when not compiled here.
-  static NcKind numpy_result(NcKind x, NcKind y) {
-    if (x == NcKind::NpBool || y == NcKind::NpBool) return NcKind::None;
-    auto rank = [](NcKind k) {
-      switch (k) {
-        case NcKind::NpFloat64:
-          return 4;
-        case NcKind::NpFloat32:
-          return 3;
-        case NcKind::NpInt64:
-          return 2;
-        case NcKind::NpInt32:
-          return 1;
-        default:
-          return 0;  // a Python number
-      }
-    };
-    const NcKind np = rank(x) >= rank(y) ? x : y;
-    const NcKind other = np == x ? y : x;
-    if (np == NcKind::NpFloat64) return NcKind::NpFloat64;
-    if (np == NcKind::NpFloat32)
-      return nc_int_kind(other) && other != NcKind::Int ? NcKind::NpFloat64 : NcKind::NpFloat32;
-    // An int scalar: with a Python float, float64; with ints, the wider.
-    if (other == NcKind::Float) return NcKind::NpFloat64;
-    return np;
-  }
-
-  // Binary operations where an operand is NumPy's scalar, as NumPy computes them.
-  bool numpy_binary(const PrimitiveCallNode& p, const std::string& op, bool cmp, NcVal x,
-                    NcVal y, NcVal& out) {
-    const NcKind r = numpy_result(x.k, y.k);
-    if (r == NcKind::None) return refuse(&p, "'" + op + "' of NumPy's bool scalars");
-    const bool f32 = r == NcKind::NpFloat32;
-    if (cmp) {
-      out.k = NcKind::NpBool;
-      if (nc_int_kind(r)) {
-        auto pred = op == "less"            ? llvm::CmpInst::ICMP_SLT
-                    : op == "less_equal"    ? llvm::CmpInst::ICMP_SLE
-                    : op == "greater"       ? llvm::CmpInst::ICMP_SGT
-                    : op == "greater_equal" ? llvm::CmpInst::ICMP_SGE
-                    : op == "equal"         ? llvm::CmpInst::ICMP_EQ
-                                            : llvm::CmpInst::ICMP_NE;
-        out.v = b_.CreateICmp(pred, as_int(x), as_int(y));
-      } else {
-        auto pred = op == "less"            ? llvm::CmpInst::FCMP_OLT
-                    : op == "less_equal"    ? llvm::CmpInst::FCMP_OLE
-                    : op == "greater"       ? llvm::CmpInst::FCMP_OGT
-                    : op == "greater_equal" ? llvm::CmpInst::FCMP_OGE
-                    : op == "equal"         ? llvm::CmpInst::FCMP_OEQ
-                                            : llvm::CmpInst::FCMP_UNE;
-        out.v = f32 ? b_.CreateFCmp(pred, as_float32(x), as_float32(y))
-                    : b_.CreateFCmp(pred, as_float(x), as_float(y));
-      }
-      return true;
-    }
-    if (op == "divide") {
-      // NumPy gives inf (with a warning) where Python raises: the general path's.
-      const NcKind fk = f32 ? NcKind::NpFloat32 : NcKind::NpFloat64;
-      llvm::Value* a = f32 ? as_float32(x) : as_float(x);
-      llvm::Value* c = f32 ? as_float32(y) : as_float(y);
-      bail_if(b_.CreateFCmpOEQ(c, llvm::ConstantFP::get(c->getType(), 0.0)));
-      out = {b_.CreateFDiv(a, c), fk};
-      return true;
-    }
-    out.k = r;
-    if (nc_int_kind(r)) {
-      llvm::Value* a = as_int(x);
-      llvm::Value* c = as_int(y);
-      if (r == NcKind::NpInt32) {  // a Python int beyond int32: NumPy's OverflowError
-        if (x.k == NcKind::Int) check_int32(a);
-        if (y.k == NcKind::Int) check_int32(c);
-      }
-      // NumPy's ints wrap with a warning: the general path's.
-      if (op == "add") {
-        out.v = checked(llvm::Intrinsic::sadd_with_overflow, a, c);
-      } else if (op == "subtract") {
-        out.v = checked(llvm::Intrinsic::ssub_with_overflow, a, c);
-      } else if (op == "multiply") {
-        out.v = checked(llvm::Intrinsic::smul_with_overflow, a, c);
-      } else if (op == "floor_divide" || op == "mod") {
-        out.v = floor_div_mod(a, c, op == "mod");
-      } else {
-        return refuse(&p, "'" + op + "' of NumPy's ints is not compiled in native calls");
-      }
-      if (r == NcKind::NpInt32) check_int32(out.v);
-      return true;
-    }
-    llvm::Value* a = f32 ? as_float32(x) : as_float(x);
-    llvm::Value* c = f32 ? as_float32(y) : as_float(y);
-    if (op == "add") {
-      out.v = b_.CreateFAdd(a, c);
-    } else if (op == "subtract") {
-      out.v = b_.CreateFSub(a, c);
-    } else if (op == "multiply") {
-      out.v = b_.CreateFMul(a, c);
-    } else {
-      return refuse(&p, "'" + op + "' of NumPy's floats is not compiled in native calls");
-    }
-    return true;
-  }
+#include "tessera/lang/native_calls_gen_numpy.inc"
 
   // Python's a // c (or a % c when `mod`) of two int64s: the floor of the
   // quotient, the remainder with the divisor's sign. By zero, and
