@@ -527,32 +527,8 @@ def _sorted_by_key(items, key, reverse):
     """sorted(items, key=key, reverse=reverse): a stable merge sort, equal keys in
     their first order (reverse too), as Python's."""
     values = list(items)
-    keys = [v if key is None else key(v) for v in values]
-    n = len(values)
-    order = list(range(n))
-    width = 1
-    while width < n:
-        merged = []
-        for lo in range(0, n, 2 * width):
-            mid = min(lo + width, n)
-            hi = min(lo + 2 * width, n)
-            i = lo
-            j = mid
-            while i < mid and j < hi:
-                a = keys[order[i]]
-                b = keys[order[j]]
-                if (b > a) if reverse else (b < a):
-                    merged.append(order[j])
-                    j += 1
-                else:
-                    merged.append(order[i])
-                    i += 1
-            while i < mid:
-                merged.append(order[i])
-                i += 1
-            while j < hi:
-                merged.append(order[j])
-                j += 1
-        order = merged
-        width = width * 2
+    # the test outside the comprehension: its loop then has native code
+    keys = values if key is None else [key(v) for v in values]
+    # the merge in C++ (primitive sort_order): the same comparisons, in order
+    order = tessera.sort_order(keys, reverse)
     return [values[k] for k in order]

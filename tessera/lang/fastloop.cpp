@@ -742,7 +742,7 @@ bool FastLoop::run_turns(const FramePtr& frame, Value& result, LoopRunTrace& tra
     const FunctionCode* code = nullptr;
     Frame* env = nullptr;
     if (!frame->up(in.depth)->closure_now(in.slot, code, env) || code != in.code.get() ||
-        env != frame->up(in.env_depth)) {
+        (in.env_depth >= 0 && env != frame->up(in.env_depth))) {
       if (Impl::debug())
         std::fprintf(stderr, "[fast loops] %s: a function called inline is another one now\n",
                      im.where.c_str());

@@ -405,6 +405,16 @@ bool assigned_before_read(const Node* n, std::vector<bool>& set) {
   return true;
 }
 
+// True when `n` reads or assigns a variable of a frame around its function.
+bool reads_around(const Node* n) {
+  if (!n) return false;
+  if (auto* v = dynamic_cast<const VariableNode*>(n); v && v->depth() != 0) return true;
+  if (auto* a = dynamic_cast<const AssignNode*>(n); a && a->depth() != 0) return true;
+  for (const Node* k : n->children())
+    if (reads_around(k)) return true;
+  return false;
+}
+
 }  // namespace
 
 int FastLoop::Impl::var_reg(int depth, size_t slot) {
@@ -456,8 +466,12 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
       e = e->parent();
       ++env_depth;
     }
-    if (!e) return refuse("the function closes over a frame the loop cannot see");
+    // A function reading nothing around it (a key lambda passed on to a
+    // library function: `lambda kv: (-kv[1], kv[0])`) needs no frame.
+    if (!e && reads_around(code.body.get())) return refuse("the function closes over a frame the loop cannot see");
+    if (!e) env_depth = 0;
   }
+  const bool any_env = !reads_around(code.body.get());
   for (const Inlined& in : inlined) {
     if (in.depth == depth && in.slot == callee->slot() && in.code.get() != &code)
       return refuse("the variable holds another function at another call");
@@ -569,7 +583,8 @@ bool FastLoop::Impl::compile_call(const CallNode& c, FNode& out) {
     return true;
   }
   if (!ok) return false;
-  inlined.push_back({depth, callee->slot(), closure->code_ptr(), env_depth});
+  // A function reading nothing around it is the same code over any frame.
+  inlined.push_back({depth, callee->slot(), closure->code_ptr(), any_env ? -1 : env_depth});
   return true;
 }
 

@@ -242,7 +242,8 @@ struct FastLoop::Impl {
   // A call of a jit function compiled inline (its body's operations in the
   // loop's, its locals in registers of their own): the loop runs so only
   // while the variable called (`depth`, `slot`) still holds that function,
-  // closing over the frame `env_depth` up from the loop's.
+  // closing over the frame `env_depth` up from the loop's (-1: any frame,
+  // for a function that reads nothing around it).
   struct Inlined {
     int depth;
     size_t slot;

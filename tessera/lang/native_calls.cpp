@@ -14,6 +14,7 @@
 // prints), so running the call again is the same as running it once.
 #include "tessera/lang/native_calls.hpp"
 
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
@@ -30,6 +31,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,6 +78,15 @@ NcJit& nc_jit() {
       return j;
     }
     j->lljit = std::move(*built);
+    // Symbols of the process: memcpy, which copies of lists are lowered to.
+    auto gen = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+        j->lljit->getDataLayout().getGlobalPrefix());
+    if (!gen) {
+      j->error = llvm::toString(gen.takeError());
+      j->lljit.reset();
+      return j;
+    }
+    j->lljit->getMainJITDylib().addGenerator(std::move(*gen));
     return j;
   }();
   return *j;
@@ -149,6 +160,7 @@ NcCompiled nc_compile(const Closure& closure, const std::vector<NcKind>& kinds) 
     out.ret_lists = c.ret_lists;
     out.steps = c.steps;
     out.functions = c.functions;
+    out.makes_lists = c.makes_lists;
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.1f",
                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -256,7 +268,7 @@ bool native_call_prepare(const Closure& closure, const std::vector<uint8_t>& kin
   const NcCompiled* c = nc_lookup(closure, key);
   if (!c) return false;
   ret = reg_of_nc(c->ret);
-  return ret != Reg::Undef && c->ret_lists.empty();
+  return ret != Reg::Undef && c->ret_lists.empty() && !c->makes_lists;
 }
 
 namespace {
@@ -285,7 +297,8 @@ const NcCompiled* nc_for_words(const Closure& closure, const uint8_t* kinds, siz
     last = c, last_code = &closure.code(), last_kinds = packed;
   }
   kind = reg_of_nc(c->ret);
-  return kind == Reg::Undef || !c->ret_lists.empty() ? nullptr : c;
+  // A loop's calls have no arena for the lists the code would make.
+  return kind == Reg::Undef || !c->ret_lists.empty() || c->makes_lists ? nullptr : c;
 }
 
 }  // namespace
@@ -416,6 +429,8 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   }
   if (!compiled->entry || !nc_guards_hold(*compiled, closure)) return false;
   int64_t result = 0;
+  std::optional<NcFreshLists> fresh;  // the lists the code makes, freed on return
+  if (compiled->makes_lists) fresh.emplace();
   NcContext context;
   nc_undo_begin(context);
   for (size_t i = 0; i < args.size(); ++i) {
@@ -436,7 +451,18 @@ bool native_call(const Closure& closure, const std::vector<Value>& args, Value& 
   }
   double d;
   std::memcpy(&d, &result, sizeof d);
-  switch (compiled->ret) {
+  if (nc_is_list(compiled->ret)) {
+    // A list the code made (never an argument's: a parameter returned is
+    // copied, as the general path's value), copied out before the arena goes.
+    const NcKind item = nc_list_item(compiled->ret);
+    out = nc_list_value(reinterpret_cast<const int64_t*>(static_cast<uintptr_t>(result)),
+                        item == NcKind::Float  ? NumberKind::py_float
+                        : item == NcKind::Bool ? NumberKind::py_bool
+                                               : NumberKind::py_int);
+  }
+  switch (nc_is_list(compiled->ret) ? NcKind::None : compiled->ret) {
+    case NcKind::None:
+      break;
     case NcKind::Int:
       out = Value(result);
       break;

@@ -2,8 +2,9 @@
 // function per (jit function, kinds of its arguments) of a group, the calls
 // among them direct calls, so recursion is a plain call; see native_calls.cpp
 // for the semantics the code keeps (a status every frame returns on, the undo
-// log of its writes). The class's array and list parts are in
-// native_calls_gen_arrays.inc and native_calls_gen_lists.inc, included in it.
+// log of its writes). The class's NumPy scalar, array and list parts are in
+// native_calls_gen_numpy.inc, native_calls_gen_arrays.inc,
+// native_calls_gen_lists.inc and native_calls_gen_fresh.inc, included in it.
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 #include <llvm/IR/LLVMContext.h>
@@ -33,6 +34,10 @@ struct NcVal {
   // whether it is a loop's `iterate(xs)` (a snapshot in the general path).
   int list_slot = -1;
   bool iterated = false;
+  // A list no variable holds (a display, a `+`, a call's result, a
+  // comprehension's hidden list as its value); `[]` whose kind is open.
+  bool fresh = false;
+  bool uncommitted = false;
   // A call's list(result, lists...) or pop's (list, item): taken apart by
   // getitem(pack, k) at compile time.
   std::shared_ptr<std::vector<NcVal>> pack{};
@@ -57,13 +62,19 @@ class NcCompiler {
   SourceLoc where;
   // Set when a function's return kind was guessed wrong: compile again.
   bool retry = false;
+  bool makes_lists = false;  // the code makes new lists (nc_list_new)
   std::vector<NcFunc> funcs;
   std::vector<NcStep> steps;
 
   bool compile_group(const FunctionCode& code, Frame* env, const std::vector<NcKind>& args) {
     function_for(code, env, args);
-    for (cur_ = 0; cur_ < funcs.size(); ++cur_)
-      if (!compile_function()) return false;
+    for (cur_ = 0; cur_ < funcs.size(); ++cur_) {
+      if (compile_function()) continue;
+      // Refused on a call's result kind still guessed (a list's): the
+      // functions after may settle it, and then it is compiled again.
+      for (++cur_; cur_ < funcs.size() && !retry; ++cur_) compile_function();
+      return false;
+    }
     return true;
   }
 
@@ -207,7 +218,7 @@ class NcCompiler {
     llvm::Function* fn = f.fn;
     const std::vector<NcKind> arg_kinds = f.args;
     if (code.makes_closures) return refuse(code.body.get(), "the function makes functions");
-    if (!nc_ret_lists(code, funcs[cur_].ret_lists))
+    if (!ret_lists_for(code, arg_kinds, funcs[cur_].ret_lists))
       return refuse(code.body.get(), "some returns give lists back, others not");
     b_.SetInsertPoint(llvm::BasicBlock::Create(ctx_, "entry", fn));
     dead_ = false;
@@ -255,7 +266,12 @@ class NcCompiler {
         return true;
       }
     }
-    if (!nc_number(v.k)) return refuse(n, "a return without a number");
+    if (nc_is_list(v.k)) {
+      v = returned_list(v);
+      if (v.uncommitted && nc_is_list(f.ret)) v.k = f.ret;  // `return []`: any kind
+    } else if (!nc_number(v.k)) {
+      return refuse(n, "a return without a number");
+    }
     if (v.k != f.ret) {
       // The kinds of calls' results are guesses until every return agrees
       // (nc_compile gives up after a few rounds: one that returns both).
@@ -315,107 +331,7 @@ class NcCompiler {
     bail_if(b_.CreateICmpUGE(shifted, b_.getInt64(int64_t{1} << 32)));
   }
 
-  // The kind NumPy's promotion gives a binary operation with a NumPy scalar
-  // (NEP 50: Python numbers are weak), or None when not compiled here.
-  static NcKind numpy_result(NcKind x, NcKind y) {
-    if (x == NcKind::NpBool || y == NcKind::NpBool) return NcKind::None;
-    auto rank = [](NcKind k) {
-      switch (k) {
-        case NcKind::NpFloat64:
-          return 4;
-        case NcKind::NpFloat32:
-          return 3;
-        case NcKind::NpInt64:
-          return 2;
-        case NcKind::NpInt32:
-          return 1;
-        default:
-          return 0;  // a Python number
-      }
-    };
-    const NcKind np = rank(x) >= rank(y) ? x : y;
-    const NcKind other = np == x ? y : x;
-    if (np == NcKind::NpFloat64) return NcKind::NpFloat64;
-    if (np == NcKind::NpFloat32)
-      return nc_int_kind(other) && other != NcKind::Int ? NcKind::NpFloat64 : NcKind::NpFloat32;
-    // An int scalar: with a Python float, float64; with ints, the wider.
-    if (other == NcKind::Float) return NcKind::NpFloat64;
-    return np;
-  }
-
-  // Binary operations where an operand is NumPy's scalar, as NumPy computes them.
-  bool numpy_binary(const PrimitiveCallNode& p, const std::string& op, bool cmp, NcVal x,
-                    NcVal y, NcVal& out) {
-    const NcKind r = numpy_result(x.k, y.k);
-    if (r == NcKind::None) return refuse(&p, "'" + op + "' of NumPy's bool scalars");
-    const bool f32 = r == NcKind::NpFloat32;
-    if (cmp) {
-      out.k = NcKind::NpBool;
-      if (nc_int_kind(r)) {
-        auto pred = op == "less"            ? llvm::CmpInst::ICMP_SLT
-                    : op == "less_equal"    ? llvm::CmpInst::ICMP_SLE
-                    : op == "greater"       ? llvm::CmpInst::ICMP_SGT
-                    : op == "greater_equal" ? llvm::CmpInst::ICMP_SGE
-                    : op == "equal"         ? llvm::CmpInst::ICMP_EQ
-                                            : llvm::CmpInst::ICMP_NE;
-        out.v = b_.CreateICmp(pred, as_int(x), as_int(y));
-      } else {
-        auto pred = op == "less"            ? llvm::CmpInst::FCMP_OLT
-                    : op == "less_equal"    ? llvm::CmpInst::FCMP_OLE
-                    : op == "greater"       ? llvm::CmpInst::FCMP_OGT
-                    : op == "greater_equal" ? llvm::CmpInst::FCMP_OGE
-                    : op == "equal"         ? llvm::CmpInst::FCMP_OEQ
-                                            : llvm::CmpInst::FCMP_UNE;
-        out.v = f32 ? b_.CreateFCmp(pred, as_float32(x), as_float32(y))
-                    : b_.CreateFCmp(pred, as_float(x), as_float(y));
-      }
-      return true;
-    }
-    if (op == "divide") {
-      // NumPy gives inf (with a warning) where Python raises: the general path's.
-      const NcKind fk = f32 ? NcKind::NpFloat32 : NcKind::NpFloat64;
-      llvm::Value* a = f32 ? as_float32(x) : as_float(x);
-      llvm::Value* c = f32 ? as_float32(y) : as_float(y);
-      bail_if(b_.CreateFCmpOEQ(c, llvm::ConstantFP::get(c->getType(), 0.0)));
-      out = {b_.CreateFDiv(a, c), fk};
-      return true;
-    }
-    out.k = r;
-    if (nc_int_kind(r)) {
-      llvm::Value* a = as_int(x);
-      llvm::Value* c = as_int(y);
-      if (r == NcKind::NpInt32) {  // a Python int beyond int32: NumPy's OverflowError
-        if (x.k == NcKind::Int) check_int32(a);
-        if (y.k == NcKind::Int) check_int32(c);
-      }
-      // NumPy's ints wrap with a warning: the general path's.
-      if (op == "add") {
-        out.v = checked(llvm::Intrinsic::sadd_with_overflow, a, c);
-      } else if (op == "subtract") {
-        out.v = checked(llvm::Intrinsic::ssub_with_overflow, a, c);
-      } else if (op == "multiply") {
-        out.v = checked(llvm::Intrinsic::smul_with_overflow, a, c);
-      } else if (op == "floor_divide" || op == "mod") {
-        out.v = floor_div_mod(a, c, op == "mod");
-      } else {
-        return refuse(&p, "'" + op + "' of NumPy's ints is not compiled in native calls");
-      }
-      if (r == NcKind::NpInt32) check_int32(out.v);
-      return true;
-    }
-    llvm::Value* a = f32 ? as_float32(x) : as_float(x);
-    llvm::Value* c = f32 ? as_float32(y) : as_float(y);
-    if (op == "add") {
-      out.v = b_.CreateFAdd(a, c);
-    } else if (op == "subtract") {
-      out.v = b_.CreateFSub(a, c);
-    } else if (op == "multiply") {
-      out.v = b_.CreateFMul(a, c);
-    } else {
-      return refuse(&p, "'" + op + "' of NumPy's floats is not compiled in native calls");
-    }
-    return true;
-  }
+#include "tessera/lang/native_calls_gen_numpy.inc"
 
   // Python's a // c (or a % c when `mod`) of two int64s: the floor of the
   // quotient, the remainder with the divisor's sign. By zero, and
@@ -536,6 +452,8 @@ class NcCompiler {
 
 #include "tessera/lang/native_calls_gen_lists.inc"
 
+#include "tessera/lang/native_calls_gen_fresh.inc"
+
   bool primitive(const PrimitiveCallNode& p, NcVal& out) {
     if (p.unfused()) return expr(p.unfused(), out);  // a fused call: its expression
     const std::vector<const Node*> kids = p.children();
@@ -560,6 +478,9 @@ class NcCompiler {
       out = vals[0];
       return true;
     }
+    if (p.spec()->name == "add" &&
+        std::any_of(vals.begin(), vals.end(), [](const NcVal& v) { return nc_is_list(v.k); }))
+      return list_concat(p, vals, out);
     if (kids.size() == 2) return binary(p, op, vals[0], vals[1], out);
     if (kids.size() > 2 && (op == "add" || op == "multiply")) {  // a + b + c, left to right
       NcVal acc = vals[0];
@@ -622,7 +543,7 @@ class NcCompiler {
       kinds.push_back(args[i].k);
     }
     std::vector<int> given_back;
-    if (!nc_ret_lists(code, given_back))
+    if (!ret_lists_for(code, kinds, given_back))
       return refuse(&c, "the function called gives lists back from some returns only");
     if (!lists_passed(c, args, given_back)) return false;
     const size_t before = funcs.size();
@@ -646,6 +567,7 @@ class NcCompiler {
     call_target_[r] = target;
     bail_if(b_.CreateICmpNE(b_.CreateLoad(b_.getInt32Ty(), caller->getArg(0)), b_.getInt32(0)));
     out = {r, funcs[target].ret};
+    out.fresh = nc_is_list(out.k);  // a list returned is one no variable holds
     if (!given_back.empty()) {
       // list(result, p, ...): the callee changed the caller's lists in place
       auto pack = std::make_shared<std::vector<NcVal>>();
@@ -748,7 +670,7 @@ class NcCompiler {
     else
       b_.CreateBr(head);
     dead_ = false;
-    assigned_ = before;  // the body may not run
+    if (!one_turn(n)) assigned_ = before;  // the body may not run
     b_.SetInsertPoint(exit);
     out = {};
     return true;
@@ -819,7 +741,11 @@ class NcCompiler {
       if (v->slot() >= assigned_.size() || !assigned_[v->slot()])
         return refuse(n, "a local may be read before it is assigned");
       out = {b_.CreateLoad(type_of(kinds_[v->slot()]), slots_[v->slot()]), kinds_[v->slot()]};
+      read_[v->slot()] = true;
+      uncommitted_[v->slot()] = false;
       if (nc_is_list(out.k)) out.list_slot = static_cast<int>(v->slot());
+      // A comprehension's hidden list is read once, as its value: moved.
+      out.fresh = nc_is_list(out.k) && v->label().rfind("__acc", 0) == 0;
       return true;
     }
     if (auto* a = dynamic_cast<const AssignNode*>(n)) {
@@ -891,6 +817,8 @@ class NcCompiler {
   std::vector<int> alias_of_;
   std::vector<size_t> alias_depth_;
   std::vector<bool> changeable_;
+  std::vector<bool> uncommitted_;  // holds a `[]` whose item kind is open
+  std::vector<bool> read_;         // read so far (its kind can no longer change)
   std::vector<int> pending_;
   std::vector<llvm::AllocaInst*> slots_;
   std::vector<NcKind> kinds_;
@@ -927,6 +855,7 @@ void nc_add_entry(llvm::LLVMContext& ctx, llvm::Module& mod, const NcFunc& f,
   if (f.ret == NcKind::Float || f.ret == NcKind::NpFloat64 || f.ret == NcKind::NpFloat32)
     r = b.CreateBitCast(r, b.getInt64Ty());
   if (nc_bool_kind(f.ret)) r = b.CreateZExt(r, b.getInt64Ty());
+  if (nc_is_list(f.ret)) r = b.CreatePtrToInt(r, b.getInt64Ty());  // a new list's descriptor
   b.CreateStore(r, fn->getArg(1));
   b.CreateRet(b.CreateLoad(b.getInt32Ty(), status));
 }
@@ -967,6 +896,7 @@ bool nc_generate(llvm::LLVMContext& ctx, llvm::Module& mod, std::map<NcKey, NcKi
   out.ret_lists = c.funcs[0].ret_lists;
   out.steps = c.steps;
   out.functions = c.funcs.size();
+  out.makes_lists = c.makes_lists;
   if (out.recursive) nc_add_entry(ctx, mod, c.funcs[0], name);
   return true;
 }

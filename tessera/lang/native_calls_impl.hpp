@@ -80,6 +80,9 @@ inline bool nc_number(NcKind k) { return k != NcKind::None && !nc_is_array(k) &&
 
 // Grows a list's descriptor (native code's append): 0, or 1 when out of memory.
 extern "C" int32_t nc_list_grow(int64_t* desc);
+// A new empty list with room for `room` items in the running call's arena
+// (NcFreshLists); null (a bail) without one, past its limit, or out of memory.
+extern "C" int64_t* nc_list_new(int64_t room);
 
 inline bool nc_debug() { return native_debug() || fast_loops_debug(); }
 
@@ -107,6 +110,7 @@ struct NcCompiled {
   std::vector<int> ret_lists;
   std::vector<NcStep> steps;
   size_t functions = 1;
+  bool makes_lists = false;  // calls nc_list_new: only entered with an arena
 };
 
 struct NcKey {
@@ -129,11 +133,31 @@ struct NcListArg {
   ~NcListArg();
 };
 
+// The lists a call makes (nc_list_new), freed when it ends: one is made
+// around each entry from the general path into code that makes lists.
+class NcFreshLists {
+ public:
+  NcFreshLists();
+  ~NcFreshLists();
+  NcFreshLists(const NcFreshLists&) = delete;
+  NcFreshLists& operator=(const NcFreshLists&) = delete;
+
+  // A new descriptor with room for `room` items, or null (see nc_list_new).
+  int64_t* make(int64_t room);
+
+ private:
+  NcFreshLists* outer_;
+  std::vector<int64_t*> descs_;
+  size_t bytes_ = 0;
+};
+
 // Copies a list of Python numbers of one kind into `out`; false for any
 // other value (a tuple, a mixed list, NumPy's scalars, lists of lists).
 bool nc_list_in(const Value& a, NcListArg& out);
 // The list a buffer holds now, as a new list (unboxed, NumberList).
 Value nc_list_out(const NcListArg& a);
+// The list a descriptor holds, as a new list of items of `kind`.
+Value nc_list_value(const int64_t* desc, NumberKind kind);
 // The parameters `code` gives back beside its result: every return (and the
 // body's last value) is `list(result, p, ...)` of the same parameters
 // (empty: none); false when only some are.
@@ -149,6 +173,7 @@ struct NcGenerated {
   std::vector<int> ret_lists;  // its lists given back (NcCompiled's)
   std::vector<NcStep> steps;
   size_t functions = 1;
+  bool makes_lists = false;
 };
 
 // Generates into `mod` the group of functions a call of `closure` on

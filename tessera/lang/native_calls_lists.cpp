@@ -8,6 +8,12 @@
 // written, so a bail anywhere in the recursion has nothing of the lists to
 // undo: the buffers are dropped and the general path runs the call again on
 // the lists as they were.
+//
+// Lists a function makes (a display, a comprehension, `a + b`, a call's
+// list result) are new descriptors of the call's arena (NcFreshLists): the
+// code never frees them, since the language's lists are values and a bail
+// must leave nothing to undo; the arena frees them all when the call from
+// the general path returns, after its result was copied out.
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +28,61 @@ extern "C" int32_t nc_list_grow(int64_t* desc) {
   desc[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(p));
   desc[2] = room;
   return 0;
+}
+
+namespace tessera::detail {
+namespace {
+
+// The arena of the call running on this thread (one at a time: native code
+// never runs inside native code); null outside a call that may make lists.
+thread_local NcFreshLists* t_fresh = nullptr;
+
+// Past this many bytes of new lists in one call, the call bails: the
+// general path frees lists as they die, the arena only at the end.
+constexpr size_t kFreshBytes = size_t{1} << 28;
+
+}  // namespace
+
+NcFreshLists::NcFreshLists() : outer_(t_fresh) { t_fresh = this; }
+
+NcFreshLists::~NcFreshLists() {
+  for (int64_t* d : descs_) {
+    std::free(reinterpret_cast<void*>(static_cast<uintptr_t>(d[0])));
+    std::free(d);
+  }
+  t_fresh = outer_;
+}
+
+int64_t* NcFreshLists::make(int64_t room) {
+  if (room < 0) return nullptr;
+  const size_t items = room < 4 ? 4 : static_cast<size_t>(room);
+  bytes_ += items * 8 + 24;
+  if (bytes_ > kFreshBytes) return nullptr;
+  auto* d = static_cast<int64_t*>(std::malloc(24));
+  void* data = std::malloc(items * 8);
+  if (!d || !data) {
+    std::free(d);
+    std::free(data);
+    return nullptr;
+  }
+  try {
+    descs_.push_back(d);
+  } catch (...) {  // the code has no unwind tables: out of memory is a bail
+    std::free(d);
+    std::free(data);
+    return nullptr;
+  }
+  d[0] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(data));
+  d[1] = 0;
+  d[2] = static_cast<int64_t>(items);
+  return d;
+}
+
+}  // namespace tessera::detail
+
+extern "C" int64_t* nc_list_new(int64_t room) {
+  using tessera::detail::t_fresh;
+  return t_fresh ? t_fresh->make(room) : nullptr;  // without an arena: a bail
 }
 
 namespace tessera::detail {
@@ -110,10 +171,11 @@ bool nc_list_in(const Value& a, NcListArg& out) {
   return true;
 }
 
-Value nc_list_out(const NcListArg& a) {
-  const auto* data = reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(a.desc[0]));
-  return Value::number_list(a.number,
-                            std::vector<uint64_t>(data, data + static_cast<size_t>(a.desc[1])));
+Value nc_list_out(const NcListArg& a) { return nc_list_value(a.desc, a.number); }
+
+Value nc_list_value(const int64_t* desc, NumberKind kind) {
+  const auto* data = reinterpret_cast<const uint64_t*>(static_cast<uintptr_t>(desc[0]));
+  return Value::number_list(kind, std::vector<uint64_t>(data, data + static_cast<size_t>(desc[1])));
 }
 
 NcListArg::~NcListArg() { std::free(reinterpret_cast<void*>(static_cast<uintptr_t>(desc[0]))); }
