@@ -731,6 +731,9 @@ struct Gen {
   // elements unless they are the same view.
   bool slice_write_of(const FNode& n);
   CV slice_write(const FNode& n);
+  // x[:] = c, x[:, :] = c of an array of any rank: every element set to the number c.
+  bool whole_fill_of(const FNode& n);
+  CV whole_fill(const FNode& n);
   CV elem_leaf(const FNode& n);
   CV elem_where(const FNode& n);
   void count_expr(const FNode& n);
