@@ -325,6 +325,9 @@ class CallsMixin(U.UfuncMethodsMixin):
                     f"{self.int_parse('str_to_int', v)}, {number}))")
         if obj in (int, float) and not isinstance(a, ast.Constant):
             return self.inline("python_number", self.expr(a), T.string_literal(dt), label=label)
+        if obj not in (int, float, bool):
+            # np.int64(3), np.float64(x) of a Python number: NumPy's scalar, not Python's
+            return f"astype({self.expr(a)}, {T.string_literal(dt)}, \"unsafe\", true)"
         return f"astype({self.expr(a)}, {T.string_literal(dt)})"
 
     def int_with_base(self, node, args, kws) -> str:

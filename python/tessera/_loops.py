@@ -54,6 +54,20 @@ class _Enum:
         return (k if self.start is None else f"({k} + {self.start})", self.part.elem(k))
 
 
+def _int_progression(node):
+    """(first, step) of a tuple or list display of two or more int literals in
+    arithmetic progression with a non-zero step (``(-1, 0, 1)``, ``[0, 2, 4]``), else None."""
+    if not isinstance(node, (ast.Tuple, ast.List)) or len(node.elts) < 2:
+        return None
+    values = [T._constant_number(e) for e in node.elts]
+    if any(type(v) is not int for v in values):
+        return None
+    step = values[1] - values[0]
+    if step == 0 or any(b - a != step for a, b in zip(values, values[1:])):
+        return None
+    return values[0], step
+
+
 class LoopsMixin:
     """Loops of FunctionTranslator."""
 
@@ -85,10 +99,18 @@ class LoopsMixin:
         visible after the loop, as in Python."""
         setup: list = []
         rng = self.range_args(iter_node)
+        progression = rng is None and isinstance(target, ast.Name) and _int_progression(iter_node)
+        if progression:
+            # `for di in (-1, 0, 1)`: the same ints in the same order as a range gives them,
+            # so the loop is counted like one (a tuple indexed by a counter keeps a loop
+            # off the fast path and native code).
+            first, step = progression
+            stop = first + step * len(iter_node.elts)
+            rng = str(first), str(stop), str(step), 1 if step > 0 else -1
         if rng is not None and isinstance(target, ast.Name):
             start, stop, step, sign = rng
             parallel = self.is_prange_call(iter_node)
-            if not self.inside_loop(node):
+            if not self.inside_loop(node) and not progression:
                 # Bounds that are not int literals are checked, as Python's
                 # range checks them (not in an inner loop: the check, an
                 # assert, would keep the enclosing loop off the fast path).

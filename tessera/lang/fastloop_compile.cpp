@@ -257,13 +257,23 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
         return true;
       }
     }
-    if (spec.name == "astype" && p->operands_.size() == 2) {
+    // astype(x, dtype), and astype(x, dtype, "unsafe", true) of np.int64(x) and the like
+    const size_t nargs = p->operands_.size();
+    const ConstantNode* casting =
+        nargs == 4 ? dynamic_cast<const ConstantNode*>(p->operands_[2].get()) : nullptr;
+    const ConstantNode* numpy_scalar =
+        nargs == 4 ? dynamic_cast<const ConstantNode*>(p->operands_[3].get()) : nullptr;
+    const bool numpy_form = casting && casting->value_.is_string() &&
+                            casting->value_.as_string() == "unsafe" && numpy_scalar &&
+                            numpy_scalar->value_.is_bool();
+    if (spec.name == "astype" && (nargs == 2 || numpy_form)) {
       auto* d = dynamic_cast<const ConstantNode*>(p->operands_[1].get());
       if (d && d->value_.is_string()) {
         const std::string& s = d->value_.as_string();
-        if (s == "int64" || s == "float64" || s == "bool") {
+        if (s == "int64" || s == "float64" || s == "bool" || s == "float32" || s == "int32") {
           out.op = Op::AsType;
           out.cast_to = dtype_from_name(s);
+          out.numpy_scalar = numpy_form && numpy_scalar->value_.as_bool();
           out.kids.resize(1);
           return compile(p->operands_[0].get(), out.kids[0]);
         }

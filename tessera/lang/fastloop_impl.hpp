@@ -204,6 +204,9 @@ struct FastLoop::Impl {
     // the node's value is assigned to (`x = x + y`). See give().
     uint8_t reuse = 0;
     DType cast_to = DType::float64;
+    // AsType: np.int64(x), np.float64(x), np.bool_(x): NumPy's scalar even of a
+    // Python number (astype's numpy_scalar), as np.float32(x) and np.int32(x) always are.
+    bool numpy_scalar = false;
     const PrimitiveSpec* spec = nullptr;
     const PrimitiveCallNode* call = nullptr;
     int counter = -1;  // index into State::counts (primitives computed inline)

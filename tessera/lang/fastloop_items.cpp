@@ -605,11 +605,22 @@ bool FastLoop::Impl::list_push(State& st, int32_t obj, Value v) {
 Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
   Reg v = eval(n.kids[0], st);
   if (!v.scalar()) throw BAIL;
-  const bool strong = v.strong();
+  const bool strong = v.strong() || n.numpy_scalar;
   double f = v.float_payload()                            ? v.f
              : (v.k == Reg::PyBool || v.k == Reg::NpBool) ? (v.b ? 1.0 : 0.0)
                                                           : static_cast<double>(v.i);
   switch (n.cast_to) {
+    case DType::float32:
+      // An int past 2**53 is rounded once by NumPy's cast and twice through a
+      // double: the general path's.
+      if (v.int_payload() && (v.i > (int64_t{1} << 53) || v.i < -(int64_t{1} << 53))) throw BAIL;
+      return Reg::real(Reg::NpF32, static_cast<double>(static_cast<float>(f)));
+    case DType::int32: {
+      // Values out of int32's range (NumPy's OverflowError of a Python int, a
+      // wrap of NumPy's, NaN) go the general way.
+      if (!(f >= -2147483648.0 && f < 2147483648.0)) throw BAIL;
+      return Reg::make(Reg::NpI32, v.int_payload() ? v.i : static_cast<int64_t>(f));
+    }
     case DType::int64: {
       int64_t i = v.int_payload() ? v.i : element_cast<int64_t>(f);
       return Reg::make(strong ? Reg::NpInt : Reg::PyInt, i);

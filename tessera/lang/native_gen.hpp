@@ -602,6 +602,10 @@ struct Gen {
   // called through native_loop_call; a bail when it cannot run it.
   CV native_call(const FNode& n);
   CV binary(const FNode& n);
+  // a[i] == b[j], c[k] < 3 of elements of uint8, int8, int16, uint16 or uint32 arrays (no
+  // register kind of their own) and ints or floats: NumPy's bool, compared exactly.
+  bool small_int_compare_of(const FNode& n);
+  CV small_int_compare(const FNode& n);
   CV wide_binary(const FNode& n, const CV& a, const CV& c);
 
   // ---- elements
@@ -731,6 +735,9 @@ struct Gen {
   // elements unless they are the same view.
   bool slice_write_of(const FNode& n);
   CV slice_write(const FNode& n);
+  // x[:] = c, x[:, :] = c of an array of any rank: every element set to the number c.
+  bool whole_fill_of(const FNode& n);
+  CV whole_fill(const FNode& n);
   CV elem_leaf(const FNode& n);
   CV elem_where(const FNode& n);
   void count_expr(const FNode& n);

@@ -586,10 +586,28 @@ CV Gen::astype(const FNode& n) {
   CV v = eval(n.kids[0]);
   const auto vk = static_cast<Reg::Kind>(v.k);
   if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"astype of a non-scalar"};
-  llvm::Value* strong = strong_of(v);
+  llvm::Value* strong = n.numpy_scalar ? b.getTrue() : strong_of(v);
   llvm::Value* f = is_float(vk) ? v.v : is_bool(vk) ? b.CreateUIToFP(v.v, f64) : b.CreateSIToFP(v.v, f64);
   CV r;
   switch (n.cast_to) {
+    case DType::float32:
+      // as the interpreter (FastLoop::Impl::astype): ints past 2**53 bail
+      if (is_int(vk)) {
+        llvm::Value* big = b.getInt64(int64_t{1} << 53);
+        bail_if(b.CreateOr(b.CreateICmpSGT(v.v, big), b.CreateICmpSLT(v.v, b.CreateNeg(big))));
+      }
+      r = CV{Reg::NpF32, b.CreateFPExt(b.CreateFPTrunc(f, b.getFloatTy()), f64)};
+      break;
+    case DType::int32: {
+      llvm::Value* in_range =
+          b.CreateAnd(b.CreateFCmpOGE(f, llvm::ConstantFP::get(f64, -2147483648.0)),
+                      b.CreateFCmpOLT(f, llvm::ConstantFP::get(f64, 2147483648.0)));
+      bail_if(b.CreateNot(in_range));
+      llvm::Value* i = is_int(vk) ? v.v : is_bool(vk) ? b.CreateZExt(v.v, i64)
+                                                      : b.CreateFPToSI(f, i64);
+      r = CV{Reg::NpI32, i};
+      break;
+    }
     case DType::int64:
       r = mk(Reg::PyInt, is_int(vk) ? v.v : float_to_int(f, i64, false), strong);
       break;

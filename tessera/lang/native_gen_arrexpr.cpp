@@ -717,6 +717,7 @@ CV Gen::slice_write(const FNode& n) {
   const size_t nidx = n.kids.size() - 2;
   size_t free_dims = static_cast<size_t>(e.nd) - nidx;
   for (size_t k = 2; k < n.kids.size(); ++k) free_dims += slice_index(n.kids[k]) ? 1 : 0;
+  if (free_dims != 1 && whole_fill_of(n)) return whole_fill(n);
   if (free_dims != 1) throw Refuse{"a slice write that is not 1-d"};
   if (!e.writable) throw Refuse{"a slice write into an array that is not writable"};
   if (e.dt != DType::float64 && e.dt != DType::int64 && e.dt != DType::bool_)
@@ -818,6 +819,76 @@ CV Gen::slice_write(const FNode& n) {
   b.CreateBr(head);
   b.SetInsertPoint(done);
   if (is_arr) count_expr(v);
+  count(n.counter);
+  for (int c : n.also_count) count(c);
+  return CV{Reg::Arr, nullptr, nullptr, r};
+}
+
+bool Gen::whole_fill_of(const FNode& n) {
+  for (size_t k = 2; k < n.kids.size(); ++k) {
+    const FNode& i = n.kids[k];
+    if (!slice_const(i)) return false;
+    const Slice& sl = i.const_arg->as_slice();
+    if (sl.start || sl.stop || (sl.step && *sl.step != 1)) return false;
+  }
+  return !arr_expr(n.kids[1]);
+}
+
+CV Gen::whole_fill(const FNode& n) {
+  // `acc[:] = 0.0` of a 2-d array at each step of a simulation: the number cast as the
+  // 1-d slice write casts it, then one nested loop over the extents (any strides).
+  const int r = n.kids[0].reg;
+  const ArrT& e = atype[r];
+  if (!e.writable) throw Refuse{"a slice write into an array that is not writable"};
+  if (e.dt != DType::float64 && e.dt != DType::int64 && e.dt != DType::bool_)
+    throw Refuse{std::string("a slice write into an array of dtype ") + std::string(dtype_name(e.dt))};
+  if (sites) throw Refuse{"a slice write in a turn without loops"};
+  CV x = eval(n.kids[1]);
+  const auto xk = static_cast<Reg::Kind>(x.k);
+  if (x.k == kDyn || x.s || !is_scalar(xk) || is_narrow(xk))
+    throw Refuse{"a slice write of a value that is not a float64, int64 or bool number"};
+  llvm::Value* xv;
+  if (e.dt == DType::float64) {
+    xv = is_float(xk) ? x.v : is_int(xk) ? b.CreateSIToFP(x.v, f64) : b.CreateUIToFP(x.v, f64);
+  } else if (e.dt == DType::int64) {
+    if (is_float(xk)) throw Refuse{"a slice write of floats into int64"};
+    xv = is_int(xk) ? x.v : b.CreateZExt(x.v, i64);
+  } else {
+    if (!is_bool(xk)) throw Refuse{"a slice write of numbers into bool"};
+    xv = b.CreateZExt(x.v, i8);
+  }
+  // As the 1-d write: a large one goes the general way (its log would be as large).
+  llvm::Value* total = b.getInt64(1);
+  for (int d = 0; d < e.nd; ++d) total = b.CreateMul(total, ashape(r, static_cast<size_t>(d)));
+  bail_if(b.CreateICmpSGE(total, b.getInt64(kLargeResult)));
+  llvm::Type* t = e.dt == DType::float64 ? f64 : e.dt == DType::int64 ? i64 : i8;
+  const unsigned size = e.dt == DType::bool_ ? 1 : 8;
+  llvm::Type* it = b.getIntNTy(size * 8);
+  llvm::Value* base = b.CreateBitCast(abase(r), t->getPointerTo());
+  llvm::IRBuilder<> eb(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  std::function<void(int, llvm::Value*)> level = [&](int d, llvm::Value* off) {
+    if (d == e.nd) {
+      llvm::Value* p = b.CreateGEP(t, base, off);
+      log_unless_fresh(r, p, it, size, "fill_log");
+      b.CreateStore(xv, p);
+      return;
+    }
+    llvm::Value* ta = eb.CreateAlloca(i64);
+    b.CreateStore(b.getInt64(0), ta);
+    llvm::BasicBlock* head = llvm::BasicBlock::Create(ctx, "fill_head", fn);
+    llvm::BasicBlock* body = llvm::BasicBlock::Create(ctx, "fill_body", fn);
+    llvm::BasicBlock* done = llvm::BasicBlock::Create(ctx, "fill_done", fn);
+    b.CreateBr(head);
+    b.SetInsertPoint(head);
+    llvm::Value* ti = b.CreateLoad(i64, ta);
+    b.CreateCondBr(b.CreateICmpSLT(ti, ashape(r, static_cast<size_t>(d))), body, done);
+    b.SetInsertPoint(body);
+    level(d + 1, b.CreateAdd(off, b.CreateMul(ti, astride(r, static_cast<size_t>(d)))));
+    b.CreateStore(b.CreateAdd(ti, b.getInt64(1)), ta);
+    b.CreateBr(head);
+    b.SetInsertPoint(done);
+  };
+  level(0, b.getInt64(0));
   count(n.counter);
   for (int c : n.also_count) count(c);
   return CV{Reg::Arr, nullptr, nullptr, r};

@@ -313,6 +313,7 @@ CV Gen::binary(const FNode& n) {
     return str_compare(n);
   if (n.spec && n.spec->name == "add" && list_expr(n.kids[0]) && list_expr(n.kids[1]))
     return list_concat(n);
+  if (small_int_compare_of(n)) return small_int_compare(n);
   CV a = eval(n.kids[0]);
   CV c = eval(n.kids[1]);
   if (py_guards.count(&n)) {
@@ -751,6 +752,63 @@ CV Gen::native_call(const FNode& n) {
   if (is_bool(rk)) return CV{rk, b.CreateICmpNE(w, b.getInt64(0))};
   if (is_int(rk)) return CV{rk, w};
   return CV{rk, b.CreateBitCast(w, f64)};
+}
+
+bool Gen::small_int_compare_of(const FNode& n) {
+  if (n.fast < Fast::lt || n.fast > Fast::ne) return false;
+  auto small = [&](const FNode& k) {
+    const DType dt = narrow_of(k);
+    return narrow_int(k) && dt != DType::int32;  // int32 elements have a kind (NpI32)
+  };
+  return small(n.kids[0]) || small(n.kids[1]);
+}
+
+CV Gen::small_int_compare(const FNode& n) {
+  // Each operand in order: an element as stored, widened exactly (every value of these
+  // dtypes is an int64 and a double), or a number. The comparison of NumPy's scalar
+  // with any number is NumPy's exact one, with no overflow whatever the other's value.
+  struct Side {
+    llvm::Value* v;
+    bool floating;
+  };
+  auto side = [&](const FNode& k) -> Side {
+    if (narrow_int(k)) {
+      const DType dt = narrow_of(k);
+      llvm::Value* v = narrow_read(k);
+      return {is_unsigned_dt(dt) ? b.CreateZExt(v, i64) : b.CreateSExt(v, i64), false};
+    }
+    CV x = eval(k);
+    const auto xk = static_cast<Reg::Kind>(x.k);
+    if (x.k == kDyn || !(is_int(xk) || is_float(xk)))
+      throw Refuse{"a comparison of a small int element with what is not an int or a float"};
+    return {x.v, is_float(xk)};
+  };
+  Side x = side(n.kids[0]);
+  Side y = side(n.kids[1]);
+  llvm::Value* r;
+  if (x.floating || y.floating) {
+    llvm::Value* fx = x.floating ? x.v : b.CreateSIToFP(x.v, f64);
+    llvm::Value* fy = y.floating ? y.v : b.CreateSIToFP(y.v, f64);
+    switch (n.fast) {
+      case Fast::lt: r = b.CreateFCmpOLT(fx, fy); break;
+      case Fast::le: r = b.CreateFCmpOLE(fx, fy); break;
+      case Fast::gt: r = b.CreateFCmpOGT(fx, fy); break;
+      case Fast::ge: r = b.CreateFCmpOGE(fx, fy); break;
+      case Fast::eq: r = b.CreateFCmpOEQ(fx, fy); break;
+      default: r = b.CreateFCmpUNE(fx, fy); break;
+    }
+  } else {
+    switch (n.fast) {
+      case Fast::lt: r = b.CreateICmpSLT(x.v, y.v); break;
+      case Fast::le: r = b.CreateICmpSLE(x.v, y.v); break;
+      case Fast::gt: r = b.CreateICmpSGT(x.v, y.v); break;
+      case Fast::ge: r = b.CreateICmpSGE(x.v, y.v); break;
+      case Fast::eq: r = b.CreateICmpEQ(x.v, y.v); break;
+      default: r = b.CreateICmpNE(x.v, y.v); break;
+    }
+  }
+  count(n.counter);
+  return CV{Reg::NpBool, r};
 }
 
 }  // namespace tessera::native_gen

@@ -433,16 +433,24 @@ const bool registered_arithmetic = register_primitives({
      .grads = {"", "where(condition, g, 0.0)", "where(condition, 0.0, g)"}},
     {.name = "astype",
      .family = "arithmetic",
-     .params = {{"x"}, {"dtype"}, opt("casting", "unsafe")},
+     .params = {{"x"}, {"dtype"}, opt("casting", "unsafe"), opt("numpy_scalar", Value(false))},
      .help = "Converts x to the dtype named by a string ('bool', 'int64', 'float32', "
              "'float64'), like ndarray.astype. Floats to int truncate; NaN gives INT64_MIN. "
              "casting ('no', 'equiv', 'safe', 'same_kind', 'unsafe') refuses other "
-             "conversions with a TypeError, as NumPy's casting rules do.",
+             "conversions with a TypeError, as NumPy's casting rules do. A Python number "
+             "stays one, unless numpy_scalar is true (np.int64(x), np.float64(x), np.bool_(x): "
+             "NumPy's scalar of the dtype; a Python int out of an int dtype's range is then "
+             "NumPy's OverflowError).",
      .eval = [](Args& a) -> Value {
        if (a.is_nil(1)) a.type_error(1, "a dtype name such as 'float32'");
        DType to = *a.opt_dtype(1);
        check_casting(a, to);
-       return cast_value(a[0], to, a.op());
+       const bool numpy_scalar = !a.is_nil(3) && a.boolean(3);
+       // np.int32(2**40): NumPy's OverflowError (astype of an array wraps)
+       if (numpy_scalar) check_python_int(a[0], to, a.op());
+       Value r = cast_value(a[0], to, a.op());
+       if (r.is_scalar() && numpy_scalar) return to_array(r, a.op(), "x").astype(to);
+       return r;
      },
      .ns_per_element = 0.5,
      .grads = {"g", "", ""}},
