@@ -786,7 +786,10 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       p.quick = fn;
       p.targets.push_back(code->upgrade);
       native_tiers::count_quick();
-      native_tiers::submit(std::move(ir), name, key, im.where);
+      const bool traced = trace::on();
+      native_tiers::submit(std::move(ir), name, key, im.where,
+                           traced ? native_trace_name(im) : nullptr,
+                           traced ? native_trace_signature(im, regs, arrays) : nullptr);
     }
   }
   code->cache_note = note;
