@@ -583,9 +583,9 @@ namespace {
 Digest needs_whole_key(const std::string& key_hex) { return sha1("needs whole\n", key_hex); }
 
 // The mark's text: "whole", or "sites" and the ids of the checks given their
-// general versions (Gen::site_id). Read as untrusted: anything else, or more
-// than kMaxSites ids, reads as "whole".
-constexpr size_t kMaxSites = 8;
+// general versions (Gen::site_id; native_complete adds one). Read as
+// untrusted: anything else, or more than kMaxSites ids, reads as "whole".
+constexpr size_t kMaxSites = 4;
 std::string sites_mark(const std::set<int>& sites) {
   std::string s = "sites";
   for (int x : sites) s += " " + std::to_string(x);
@@ -805,12 +805,15 @@ bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st, bo
   // The check that failed (NativeCtx::need_site) gets its loop's general
   // version, the others still return kNativeNeedFull: a nest whose one inner
   // check fails compiles that loop's versions, not every loop's (the whole
-  // code). After kMaxSites of them, for a parallel loop's chunks (`whole`), or
-  // a site not known: the whole code.
+  // code). Once only: a second failure (a check inside the general version
+  // added, growcut's) compiles the whole code, so that a first call costs at
+  // most one such code more than partial then whole (each step costs a compile
+  // of a larger IR: growcut's three steps took 1.45 times partial then whole).
+  // Also whole for a parallel loop's chunks (`whole`) or a site not known.
   const int site = static_cast<int>(st.need_site) - 1;
   if (!whole && site >= 0 && code.general_sites.count(site)) return true;  // added meanwhile
   std::set<int> sites = code.general_sites;
-  const bool by_site = !whole && site >= 0 && sites.size() < kMaxSites;
+  const bool by_site = !whole && site >= 0 && sites.empty();
   if (by_site) sites.insert(site);
   std::string why;
   NativeCompileTrace traced(*this, st.regs, st.arrays, true);
