@@ -1020,10 +1020,9 @@ struct Gen {
 
   // Before a range loop: true when it turns at least once and every hoisted
   // access is in range at its first and last turns (so at all of them: the
-  // indices are monotonic in the counter). Sets k0 and e0, and `none` when
-  // given: true when the range has no turn (its counter and end defined).
+  // indices are monotonic in the counter). Sets k0 and e0.
   llvm::Value* range_ok(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Value*& k0,
-                        llvm::Value*& e0, llvm::Value** none = nullptr);
+                        llvm::Value*& e0);
 
   // The old bytes of every element the proven writes of a range loop will
   // write (all turns), to the log, before the loop: no logging inside it.

@@ -514,7 +514,7 @@ llvm::Value* Gen::end_value(const RangeLoop& rl, llvm::Value*& bad) {
 }
 
 llvm::Value* Gen::range_ok(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Value*& k0,
-                           llvm::Value*& e0, llvm::Value** none) {
+                           llvm::Value*& e0) {
   llvm::Value* bad = b.getFalse();
   if (maybe_undef[rl.k]) bad = b.CreateOr(bad, b.CreateNot(b.CreateLoad(i1, def[rl.k])));
   k0 = b.CreateLoad(i64, val[rl.k]);
@@ -522,7 +522,6 @@ llvm::Value* Gen::range_ok(const RangeLoop& rl, const std::vector<Hoisted>& hs, 
   llvm::Value* turns_once = rl.step > 0 ? b.CreateICmpSLT(k0, e0) : b.CreateICmpSGT(k0, e0);
   llvm::Value* last = last_turn(rl, k0, e0);
   llvm::Value* ok = b.CreateAnd(turns_once, b.CreateNot(bad));
-  if (none) *none = b.CreateAnd(b.CreateNot(turns_once), b.CreateNot(bad));
   if (rl.step > 1) {  // k + step after the last turn (at most e0 - 1 + step) fits
     ok = b.CreateAnd(ok, b.CreateICmpSLE(e0, b.getInt64(INT64_MAX - (rl.step - 1))));
   } else if (rl.step < -1) {

@@ -101,23 +101,12 @@ CV Gen::while_(const FNode& n) {
     if (!unit) pr.insert(rl.inc);  // no overflow: range_ok checks the end
     for (size_t q = 0; q < n.kids[1].kids.size(); ++q) collect(n.kids[1].kids[q], rl, q, hs, pr);
     llvm::Value *k0, *e0;
-    llvm::Value* none = nullptr;
-    llvm::Value* ok = range_ok(rl, hs, k0, e0, lazy_build ? &none : nullptr);
+    llvm::Value* ok = range_ok(rl, hs, k0, e0);
     std::set<int> copy;
     if (rl.loops_in) ok = b.CreateAnd(ok, nest_ok(n.kids[1], rl, k0, e0, pr, copy));
     if (proven) pr.insert(proven->begin(), proven->end());
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "range", fn);
-    if (none) {
-      // A lazy build: a range of no turn (`range(i, j)` with j <= i, a
-      // window at an edge) is not a failed check: the loop is skipped, as
-      // the general version's first test would, instead of compiling more.
-      llvm::BasicBlock* other = llvm::BasicBlock::Create(ctx, "range_other", fn);
-      b.CreateCondBr(ok, fast, other);
-      b.SetInsertPoint(other);
-      b.CreateCondBr(none, done, or_full(head, &n, kSiteRange));
-    } else {
-      b.CreateCondBr(ok, fast, or_full(head, &n, kSiteRange));
-    }
+    b.CreateCondBr(ok, fast, or_full(head, &n, kSiteRange));
     b.SetInsertPoint(fast);
     prelog(rl, hs, k0, e0);
     for (int r : copy) snapshot_once(r);
