@@ -867,7 +867,8 @@ bool FastLoop::run_turns(const FramePtr& frame, Value& result, LoopRunTrace& tra
       } else if (!code) {
         if (parallel_tries > 0) note_serial_prange(im.where, "the loop has no native code");
         native = false;
-      } else if (parallel_tries > 0 && code->partial.load() && !im.native_complete(*code, st)) {
+      } else if (parallel_tries > 0 && code->partial.load() &&
+                 !im.native_complete(*code, st, true)) {
         // The chunks of a parallel loop run the whole code (a partial
         // one's return to the call's start is not theirs to take).
         note_serial_prange(im.where, "the loop has no whole native code");

@@ -329,6 +329,9 @@ struct FastLoop::Impl {
     // object then gives it back to its slot with no scan for closures.
     std::vector<int32_t> loaded_objects;
     bool numbers_written_only = true;
+    // The check a partial native code's last kNativeNeedFull came from
+    // (NativeCtx::need_site).
+    int64_t need_site = 0;
     // Changes to lists and dicts held in `objects` since the checkpoint,
     // undone newest first by a roll-back: a list's length before its first
     // append or a dict's before its first write (`index`; the items added
@@ -586,11 +589,12 @@ struct FastLoop::Impl {
   // The native code for the registers' kinds now (compiled on first use),
   // or null; and one call of it from a checkpoint.
   const NativeCode* native_for(const State& st) const;
-  // A partial code (NativeCode::partial) made whole: compiled again with
-  // every version, for the kinds in `st` (the same signature). False when
-  // the whole code is refused (then the interpreter runs what the partial
-  // code cannot).
-  bool native_complete(const NativeCode& code, const State& st) const;
+  // A partial code (NativeCode::partial) completed: compiled again, for the
+  // kinds in `st` (the same signature), with the general version of the loop
+  // whose check failed (State::need_site; the code may stay partial), or
+  // with every version when `whole`. False when that code is refused (then
+  // the interpreter runs what the partial code cannot).
+  bool native_complete(const NativeCode& code, const State& st, bool whole = false) const;
   int32_t run_native(const NativeCode& code, State& st, Reg& last,
                      NativeLog& log, int64_t& undo_count) const;
   // The registers the loop assigned into the frame; `finished`: the loop

@@ -179,6 +179,7 @@ int32_t FastLoop::Impl::run_native(const NativeCode& code, State& st, Reg& last,
   native_draws_settle(draws);
   undo_count = c.undo_n;
   last = c.last;
+  st.need_site = c.need_site;
   // Random draws the general evaluation makes again: back to the call's
   // start (rollback rewinds st.draws), or to the start of the turn stopped.
   if (status == kNativeBailCall || status == kNativeNeedFull) {

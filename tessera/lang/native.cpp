@@ -582,13 +582,38 @@ namespace {
 // before a loop: later compiles of the loop go whole at once.
 Digest needs_whole_key(const std::string& key_hex) { return sha1("needs whole\n", key_hex); }
 
+// The mark's text: "whole", or "sites" and the ids of the checks given their
+// general versions (Gen::site_id; native_complete adds one). Read as
+// untrusted: anything else, or more than kMaxSites ids, reads as "whole".
+constexpr size_t kMaxSites = 4;
+std::string sites_mark(const std::set<int>& sites) {
+  std::string s = "sites";
+  for (int x : sites) s += " " + std::to_string(x);
+  return s;
+}
+bool parse_sites_mark(const std::string& mark, std::set<int>& sites) {
+  if (mark.rfind("sites", 0) != 0 || mark.size() > 200) return false;
+  std::set<int> out;
+  for (size_t i = 5; i < mark.size();) {
+    if (mark[i] != ' ') return false;
+    size_t j = ++i;
+    while (j < mark.size() && mark[j] >= '0' && mark[j] <= '9') ++j;
+    if (j == i || j - i > 9) return false;
+    out.insert(std::stoi(mark.substr(i, j - i)));
+    i = j;
+  }
+  if (out.empty() || out.size() > kMaxSites) return false;
+  sites = std::move(out);
+  return true;
+}
+
 }  // namespace
 
 // The one entry point of a loop's compile, both tiers and the cache's loads.
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
                                            const std::vector<ArrEntry>& arrays,
                                            const std::vector<Value>& objects, std::string& why,
-                                           bool lazy) {
+                                           bool lazy, const std::set<int>* general_sites) {
   Jit& j = jit();
   if (!j.lljit) {
     why = "the JIT could not start: " + j.error;
@@ -625,14 +650,17 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
                            (j.llvm_args.empty() ? "" : " llvm " + j.llvm_args) + " helpers " +
                            std::to_string(std::size(kHelpers)) + " cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
-  std::string ir;
+  std::string ir, base_hex;
   Digest key{};
+  std::set<int> sites;
+  if (general_sites) sites = *general_sites;
   for (bool marked = false;;) {
     mod = fresh();
     for (;;) {
       try {
         Gen g(im, *cond, *body, regs, arrays, objects, *context, *mod, dyn, rows);
         g.lazy_build = lazy;
+        g.general_sites = &sites;
         g.build("tessera_loop");
         partial = lazy && !g.need_full->use_empty();
         break;
@@ -664,21 +692,29 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     mod->print(ios, nullptr);
     ios.flush();
     key = sha1(salt, ir);
-    if (!partial || marked) break;
+    // A completion (native_complete): the mark is its caller's.
+    if (!partial || marked || !sites.empty()) break;
     // A loop whose partial code failed a check before (this process or an
-    // earlier one): whole at once, not partial then whole.
+    // earlier one): at once with the general versions it needed (or whole),
+    // not partial then more.
+    base_hex = hex(key);
     std::string unused;
-    if (NativeCache(needs_whole_key(hex(key))).load(unused).empty()) break;
+    const std::string mark = NativeCache(needs_whole_key(base_hex)).load(unused);
+    if (mark.empty()) break;
     native_tiers::count_needs_whole();
     marked = true;
-    lazy = false;
-    partial = false;
+    if (!parse_sites_mark(mark, sites)) {
+      lazy = false;
+      partial = false;
+    }
   }
   const std::string name = "tessera_loop_" + hex(key);
   auto code = std::make_unique<NativeCode>();
   code->signature = native_signature(regs, arrays);
   code->partial = partial;
   code->key_hex = hex(key);
+  code->base_key_hex = base_hex.empty() ? code->key_hex : base_hex;
+  code->general_sites = sites;
   code->ir_bytes = ir.size();
   {
     std::lock_guard<std::mutex> lock(j.mu);
@@ -750,7 +786,10 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
       p.quick = fn;
       p.targets.push_back(code->upgrade);
       native_tiers::count_quick();
-      native_tiers::submit(std::move(ir), name, key, im.where);
+      const bool traced = trace::on();
+      native_tiers::submit(std::move(ir), name, key, im.where,
+                           traced ? native_trace_name(im) : nullptr,
+                           traced ? native_trace_signature(im, regs, arrays) : nullptr);
     }
   }
   code->cache_note = note;
@@ -759,36 +798,56 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   return code;
 }
 
-bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st) const {
+bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st, bool whole) const {
   std::lock_guard<std::mutex> lock(native_mu);
   if (!code.partial.load()) return true;  // made whole by another thread meanwhile
   if (code.whole_refused) return false;
+  // The check that failed (NativeCtx::need_site) gets its loop's general
+  // version, the others still return kNativeNeedFull: a nest whose one inner
+  // check fails compiles that loop's versions, not every loop's (the whole
+  // code). Once only: a second failure (a check inside the general version
+  // added, growcut's) compiles the whole code, so that a first call costs at
+  // most one such code more than partial then whole (each step costs a compile
+  // of a larger IR: growcut's three steps took 1.45 times partial then whole).
+  // Also whole for a parallel loop's chunks (`whole`) or a site not known.
+  const int site = static_cast<int>(st.need_site) - 1;
+  if (!whole && site >= 0 && code.general_sites.count(site)) return true;  // added meanwhile
+  std::set<int> sites = code.general_sites;
+  const bool by_site = !whole && site >= 0 && sites.empty();
+  if (by_site) sites.insert(site);
   std::string why;
   NativeCompileTrace traced(*this, st.regs, st.arrays, true);
-  std::unique_ptr<NativeCode> whole =
-      native_compile(*this, st.regs, st.arrays, st.objects, why, false);
-  traced.done(whole.get());
+  std::unique_ptr<NativeCode> next =
+      native_compile(*this, st.regs, st.arrays, st.objects, why, by_site, by_site ? &sites : nullptr);
+  traced.done(next.get());
   auto& mine = const_cast<NativeCode&>(code);  // fn and partial are atomics; the rest is locked
-  if (!whole || whole->signature != code.signature) {
+  if (!next || next->signature != code.signature) {
     mine.whole_refused = true;
     if (debug() || native_debug())
       std::fprintf(stderr, "[fast loops] %s: no whole native code, the interpreter runs what "
                    "the partial one does not: %s\n", where.c_str(),
-                   whole ? "the registers' kinds changed" : why.c_str());
+                   next ? "the registers' kinds changed" : why.c_str());
     return false;
   }
-  // Remembered in the cache: the next process compiles this loop whole at once.
-  if (!mine.key_hex.empty()) {
+  // Remembered in the cache: the next process compiles this loop at once
+  // with the general versions it needed (or whole).
+  if (!mine.base_key_hex.empty()) {
     std::string unused;
-    NativeCache(needs_whole_key(mine.key_hex)).store("whole", unused);
+    NativeCache(needs_whole_key(mine.base_key_hex)).store(by_site ? sites_mark(sites) : "whole",
+                                                          unused);
   }
-  if (debug() || native_debug())
-    std::fprintf(stderr, "[fast loops] %s: a check before a loop failed; the whole native code %s "
-                 "in %.1f ms%s%s%s\n", where.c_str(),
-                 whole->from_cache ? "loaded from the cache" : "compiled", whole->compile_ms,
-                 whole->quick.load() ? " (quick tier)" : "",
-                 whole->cache_note.empty() ? "" : "; cache: ", whole->cache_note.c_str());
-  mine.compile_ms += whole->compile_ms;
+  if (debug() || native_debug()) {
+    const std::string what =
+        by_site ? "native code with the general version of check " + std::to_string(site) +
+                      (next->partial.load() ? " (partial)" : "")
+                : std::string("whole native code");
+    std::fprintf(stderr, "[fast loops] %s: a check before a loop failed; the %s %s "
+                 "in %.1f ms%s%s%s\n", where.c_str(), what.c_str(),
+                 next->from_cache ? "loaded from the cache" : "compiled", next->compile_ms,
+                 next->quick.load() ? " (quick tier)" : "",
+                 next->cache_note.empty() ? "" : "; cache: ", next->cache_note.c_str());
+  }
+  mine.compile_ms += next->compile_ms;
   // The partial code's optimised tier, if still coming, is no longer wanted;
   // the whole code's, if coming, is swapped into this code instead.
   if (mine.upgrade) {
@@ -796,18 +855,20 @@ bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st) co
     mine.upgrade->code = nullptr;
     mine.upgrade->superseded = true;
   }
-  if (whole->upgrade) {
-    std::lock_guard<std::mutex> up_lock(whole->upgrade->mu);
-    mine.fn.store(whole->fn.load());  // the optimised one if it came meanwhile
-    mine.quick.store(whole->quick.load());
-    whole->upgrade->code = &mine;
-    mine.upgrade = std::move(whole->upgrade);
+  mine.general_sites = next->general_sites;
+  mine.key_hex = next->key_hex;
+  if (next->upgrade) {
+    std::lock_guard<std::mutex> up_lock(next->upgrade->mu);
+    mine.fn.store(next->fn.load());  // the optimised one if it came meanwhile
+    mine.quick.store(next->quick.load());
+    next->upgrade->code = &mine;
+    mine.upgrade = std::move(next->upgrade);
   } else {
-    mine.fn.store(whole->fn.load());
+    mine.fn.store(next->fn.load());
     mine.quick.store(false);
     mine.upgrade.reset();
   }
-  mine.partial.store(false);
+  mine.partial.store(next->partial.load());
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,6 +95,9 @@ struct NativeCtx {
   int64_t owned_obj = -1;
   const void* owned_list = nullptr;
   const void* owned_row = nullptr;
+  // out, with kNativeNeedFull: which check before a loop failed (Gen::site_id
+  // + 1; 0: not known), so that only that loop's general version is added.
+  int64_t need_site = 0;
 };
 
 // What a native loop function returns.
@@ -135,7 +139,13 @@ struct NativeCode {
   // swaps into `fn` through `upgrade`.
   std::atomic<bool> quick{false};
   std::shared_ptr<NativeUpgrade> upgrade;
-  std::string key_hex;  // the cache key of its code (a partial code's: the "needs whole" mark)
+  std::string key_hex;  // the cache key of its code
+  // A partial code's: the key of the loop's first partial code (no general
+  // version), under which the cache marks what later compiles need ("needs
+  // whole": the sites given general versions, or the whole code), and those
+  // sites (Gen::general_sites).
+  std::string base_key_hex;
+  std::set<int> general_sites;
   // For a trace's compile event (native_trace.cpp): loaded by this process
   // already (from_cache too), the unoptimised IR's size, and the steps'
   // times (-1: not run, the machine code came from a cache).
@@ -178,7 +188,8 @@ void native_array_table(const std::vector<Reg>& regs, const std::vector<ArrEntry
 std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::vector<Reg>& regs,
                                            const std::vector<ArrEntry>& arrays,
                                            const std::vector<Value>& objects, std::string& why,
-                                           bool lazy = false);
+                                           bool lazy = false,
+                                           const std::set<int>* general_sites = nullptr);
 
 // False when TESSERA_NATIVE_LAZY=0.
 bool native_lazy_enabled();

@@ -1005,11 +1005,11 @@ void Gen::build(const std::string& name) {
   if (lazy_build) need_full = llvm::BasicBlock::Create(ctx, "need_full", fn);
   if (ranged && (rl.loops_in || !lists)) {
     if (rl.loops_in)
-      top_nest(rl, or_full(top), done, checkpoint, interrupted, max_turns, turns);
+      top_nest(rl, or_full(top, nullptr, kSiteRange), done, checkpoint, interrupted, max_turns, turns);
     else
-      top_range(rl, or_full(top), done, checkpoint, interrupted, max_turns, turns);
+      top_range(rl, or_full(top, nullptr, kSiteRange), done, checkpoint, interrupted, max_turns, turns);
   } else if (ranged && !makes_arrays) {
-    top_lists(rl, or_full(top), done, checkpoint, interrupted, max_turns, turns);
+    top_lists(rl, or_full(top, nullptr, kSiteLists), done, checkpoint, interrupted, max_turns, turns);
   } else {
     if (lazy_build) throw NoLazy{};
     b.CreateBr(top);

@@ -262,13 +262,21 @@ struct Gen {
   // of the code LLVM optimised).
   bool lazy_build = false;
   llvm::BasicBlock* need_full = nullptr;
+  // A lazy build's checks that failed in an earlier run (NativeCtx::need_site):
+  // they go to their general versions, the rest still to need_full, so that
+  // a loop whose one inner check fails gets that loop's general version, not
+  // the whole code (which is 2-4 times the partial one's IR).
+  const std::set<int>* general_sites = nullptr;
+  enum SiteKind { kSiteRange = 0, kSiteUndef = 1, kSiteLists = 2, kSiteKinds = 3 };
   // Where a failed check before a loop goes: `general` (the versions
-  // checked at each access), or need_full in a lazy build.
-  llvm::BasicBlock* or_full(llvm::BasicBlock* general) {
-    if (!lazy_build) return general;
-    ++bails;  // a way back to the call's start: the nest's writes need their log
-    return need_full;
-  }
+  // checked at each access), or, in a lazy build, a block that records the
+  // site (`loop`: the While node, null for the call's loop) and goes to
+  // need_full.
+  llvm::BasicBlock* or_full(llvm::BasicBlock* general, const FNode* loop, SiteKind kind);
+  // A check's id, stable across builds and processes of the same loop: its
+  // loop's shape and the check's kind.
+  int site_id(const FNode* loop, SiteKind kind);
+  std::map<const FNode*, int> site_of;  // the loops' shape hashes
   llvm::PHINode* exit_code = nullptr;
   struct LoopTargets {
     llvm::BasicBlock* cont;

@@ -86,7 +86,7 @@ void Gen::hoisted_range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value*
   llvm::Value* ok = lists_ok(ss, rl, k0, e0, hl, pr_h);
   llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "list_hoisted", fn);
   llvm::BasicBlock* slow = llvm::BasicBlock::Create(ctx, "list_sites", fn);
-  b.CreateCondBr(ok, fast, or_full(slow));
+  b.CreateCondBr(ok, fast, or_full(slow, &n, kSiteLists));
   b.SetInsertPoint(fast);
   prelog_lists(ss, rl, k0, e0, hl, nullptr);
   hoisted_lists = &hl;

@@ -13,6 +13,44 @@
 
 namespace tessera::native_gen {
 
+int Gen::site_id(const FNode* loop, SiteKind kind) {
+  if (!loop) return kind;
+  // The loop's shape (its nodes' operations, pre-order), not its place: the
+  // copies of a function called inline at several places (spectral_norm's
+  // four calls) share their id, so that one failed check gives all of them
+  // their general versions at once, not one compile per copy. Loops of one
+  // shape elsewhere get theirs too (more code, the same answers).
+  auto [it, added] = site_of.emplace(loop, 0);
+  if (added) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    std::function<void(const FNode&)> walk = [&](const FNode& x) {
+      mix(static_cast<uint64_t>(x.op));
+      mix(static_cast<uint64_t>(x.fast));
+      mix(x.kids.size());
+      for (const FNode& k : x.kids) walk(k);
+    };
+    walk(*loop);
+    it->second = static_cast<int>(h % 100000000) + 1;
+  }
+  return it->second * kSiteKinds + kind;
+}
+
+llvm::BasicBlock* Gen::or_full(llvm::BasicBlock* general, const FNode* loop, SiteKind kind) {
+  if (!lazy_build) return general;
+  const int site = site_id(loop, kind);
+  if (site >= 0 && general_sites && general_sites->count(site)) return general;
+  ++bails;  // a way back to the call's start: the nest's writes need their log
+  // One small block per site: the caller learns which check failed (site + 1;
+  // 0: unknown, the whole code then) and compiles that loop's general version.
+  llvm::BasicBlock* at = llvm::BasicBlock::Create(ctx, "need_site", fn);
+  llvm::IRBuilderBase::InsertPointGuard keep(b);
+  b.SetInsertPoint(at);
+  b.CreateStore(b.getInt64(site + 1), field(cptr, offsetof(NativeCtx, need_site), i64));
+  b.CreateBr(need_full);
+  return at;
+}
+
 CV Gen::while_(const FNode& n) {
   const auto comp = comp_loop.find(&n);
   if (comp != comp_loop.end()) comp_start(comp->second);
@@ -50,7 +88,7 @@ CV Gen::while_(const FNode& n) {
       if (llvm::isa<llvm::ConstantInt>(bad))
         b.CreateBr(fast);
       else
-        b.CreateCondBr(bad, or_full(head), fast, unlikely());
+        b.CreateCondBr(bad, or_full(head, &n, kSiteUndef), fast, unlikely());
       b.SetInsertPoint(fast);
       hoisted_range_chunks(n, rl, e0, lk, lp, done, *proven);
     } else {
@@ -68,7 +106,7 @@ CV Gen::while_(const FNode& n) {
     if (rl.loops_in) ok = b.CreateAnd(ok, nest_ok(n.kids[1], rl, k0, e0, pr, copy));
     if (proven) pr.insert(proven->begin(), proven->end());
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "range", fn);
-    b.CreateCondBr(ok, fast, or_full(head));
+    b.CreateCondBr(ok, fast, or_full(head, &n, kSiteRange));
     b.SetInsertPoint(fast);
     prelog(rl, hs, k0, e0);
     for (int r : copy) snapshot_once(r);

@@ -65,7 +65,11 @@ NativeFn link_optimised(const std::string& obj, const std::string& name,
 // its function "tessera_loop") as symbol `name`, then stored in the cache
 // under `key`, linked, and swapped into the codes registered as waiting for
 // `name` (Jit::pending, native.cpp). `where`: the loop, for the debug log.
-void submit(std::string ir, std::string name, const Digest& key, std::string where);
+// `trace_name`, `trace_signature`: the loop's, interned, when a trace
+// recorded at the quick compile (the optimised one is then a compile event
+// of the background thread), else null.
+void submit(std::string ir, std::string name, const Digest& key, std::string where,
+            const std::string* trace_name = nullptr, const std::string* trace_signature = nullptr);
 
 // False once the background thread was stopped (native_tiers_stop): loops
 // are then compiled optimised at once.

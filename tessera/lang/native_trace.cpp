@@ -61,6 +61,13 @@ int64_t ns(double ms) { return ms < 0 ? -1 : static_cast<int64_t>(ms * 1e6); }
 
 }  // namespace
 
+const std::string* native_trace_name(const FastLoop::Impl& im) { return loop_name(im); }
+
+const std::string* native_trace_signature(const FastLoop::Impl& im, const std::vector<Reg>& regs,
+                                          const std::vector<ArrEntry>& arrays) {
+  return trace::intern(describe(im, regs, arrays));
+}
+
 void LoopRunTrace::record() {
   trace::Event e;
   e.kind = trace::EventKind::loop;

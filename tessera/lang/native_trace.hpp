@@ -46,6 +46,13 @@ class LoopRunTrace {
   bool finished_ = false;
 };
 
+// The loop's name and its signature (`x: float64[2d], n: int`) as a trace
+// records them (interned), for a compile recorded elsewhere (the background
+// tier, native_tiers.cpp).
+const std::string* native_trace_name(const FastLoop::Impl& im);
+const std::string* native_trace_signature(const FastLoop::Impl& im, const std::vector<fl::Reg>& regs,
+                                          const std::vector<fl::ArrEntry>& arrays);
+
 // A native compile of `im` for the registers of `st`, recorded when `done`
 // is called if a trace records: the code's steps (NativeCode's times), or a
 // refusal when it is given null.

@@ -54,13 +54,14 @@ Registry& registry() {
 }
 
 thread_local Buffer* tl_buffer = nullptr;
+thread_local const char* tl_thread_name = nullptr;
 thread_local const void* tl_task_node = nullptr;
 thread_local const void* tl_current_node = nullptr;
 
 Buffer* make_buffer() {
   Registry& r = registry();
   auto b = std::make_unique<Buffer>();
-  b->name = in_worker() ? "worker" : "caller";
+  b->name = tl_thread_name ? tl_thread_name : in_worker() ? "worker" : "caller";
   std::lock_guard lock(r.mutex);
   b->index = static_cast<int>(r.buffers.size());
   tl_buffer = b.get();
@@ -120,6 +121,8 @@ void record_compile(const CompileRecord& c, int64_t t0, int64_t t1) {
   }
   record(e);
 }
+
+void name_thread(const char* name) { tl_thread_name = name; }
 
 void set_task_node(const void* node) { tl_task_node = node; }
 

@@ -44,7 +44,10 @@ struct CompileRecord {
   const std::string* signature = nullptr;  // interned: the registers' kinds
   // translation: a jit function's Python translated into an execution tree
   // (python/tessera/jit.py; name: the function, no signature or steps).
-  enum class Mode : uint8_t { whole, partial, completed, refused, translation } mode = Mode::whole;
+  // optimised: a loop's -O3 tier compiled on the background thread
+  // (lang/native_tiers.cpp; generate_ns: parsing the unoptimised IR there).
+  enum class Mode : uint8_t { whole, partial, completed, refused, translation, optimised } mode =
+      Mode::whole;
   enum class Source : uint8_t { compiled, disk_cache, process } source = Source::compiled;
   uint64_t ir_bytes = 0;
   // The compile's steps (-1: not run, a load from a cache).
@@ -95,6 +98,10 @@ const std::string* intern(const std::string& s);
 // Records a compile from `t0` to `t1` (now_ns() times) on the calling
 // thread, when a recording runs.
 void record_compile(const CompileRecord& c, int64_t t0, int64_t t1);
+
+// Names the calling thread's events ("native tier"; a thread outside the
+// arena is "caller" otherwise), before its first event.
+void name_thread(const char* name);
 
 // The node whose work the current task runs: set by a spawned node's task
 // body so the scheduler's task event can name it.
@@ -162,7 +169,7 @@ class TileScope {
 // One thread's events of a recording.
 struct ThreadEvents {
   int index = 0;     // in order of first event since the process started
-  std::string name;  // "worker" or "caller" (a thread outside the arena)
+  std::string name;  // "worker", "caller" (a thread outside the arena), or name_thread's
   std::vector<Event> events;
 };
 

@@ -179,7 +179,8 @@ const char* loop_kind(const TraceEvent& e) {
 }
 
 const char* compile_mode(int mode) {
-  static const char* names[] = {"whole", "partial", "whole after partial", "refused", "translation"};
+  static const char* names[] = {"whole",   "partial",     "whole after partial",
+                                "refused", "translation", "optimised tier (background)"};
   return names[mode];
 }
 
@@ -193,6 +194,7 @@ std::string task_name(const LocalityTrace& l, const TraceEvent& e) {
   if (e.kind == 'x') {
     return (e.mode == 4   ? "jit translation "
             : e.mode == 3 ? "native compile refused "
+            : e.mode == 5 ? "native optimised compile "
             : e.source == 0 ? "native compile "
                             : "native code load ") +
            string_at(l, e.name);
@@ -548,8 +550,15 @@ NativeStats native_stats(const TraceSet& set) {
         s.run_ns += span;
         continue;
       }
-      s.compile_ns += span;
       s.compiles.push_back({e.mode, e.source, span});
+      if (e.mode == 5) {  // on the background thread: not a wait of the loop's first call
+        ++s.optimised;
+        s.optimised_ns += span;
+        ++out.optimised;
+        out.optimised_ns += span;
+        continue;
+      }
+      s.compile_ns += span;
       if (e.mode == 3) {
         ++s.refused;
         ++out.refused;
@@ -599,6 +608,10 @@ std::string native_report_text(const NativeStats& n) {
     out += error_message(" (", n.disk_loads, " from disk, ", n.process_loads, " already loaded: ", ms(n.load_ns), ")");
   }
   if (n.refused) out += error_message("; ", n.refused, " refused (the interpreter runs those loops)");
+  if (n.optimised) {
+    out += error_message("; optimised tier: ", n.optimised, n.optimised == 1 ? " compile" : " compiles",
+                         " in the background, ", ms(n.optimised_ns));
+  }
   out += "\n";
   for (const NativeLoopStats& s : n.loops) {
     out += error_message("    loop ", s.name, ": ");
@@ -784,7 +797,8 @@ std::string summary_json(const TraceSet& set) {
      << ",\"process_loads\":" << native.process_loads << ",\"refused\":" << native.refused
      << ",\"compile_ns\":" << native.compile_ns << ",\"load_ns\":" << native.load_ns
      << ",\"generate_ns\":" << native.generate_ns << ",\"optimise_ns\":" << native.optimise_ns
-     << ",\"codegen_ns\":" << native.codegen_ns << ",\"text\":" << json_string(native_report_text(native))
+     << ",\"codegen_ns\":" << native.codegen_ns << ",\"optimised\":" << native.optimised
+     << ",\"optimised_ns\":" << native.optimised_ns << ",\"text\":" << json_string(native_report_text(native))
      << ",\"loops\":[";
   for (size_t i = 0; i < native.loops.size(); ++i) {
     const NativeLoopStats& s = native.loops[i];
@@ -793,7 +807,8 @@ std::string summary_json(const TraceSet& set) {
        << ",\"rolled_back\":" << s.rolled_back << ",\"turns\":" << s.turns << ",\"run_ns\":" << s.run_ns
        << ",\"compiled\":" << s.compiled << ",\"disk_loads\":" << s.disk_loads
        << ",\"process_loads\":" << s.process_loads << ",\"refused\":" << s.refused
-       << ",\"compile_ns\":" << s.compile_ns << "}";
+       << ",\"compile_ns\":" << s.compile_ns << ",\"optimised\":" << s.optimised
+       << ",\"optimised_ns\":" << s.optimised_ns << "}";
   }
   os << "]},\"labels\":[";
   for (size_t i = 0; i < labels.size(); ++i) os << (i ? "," : "") << json_string(labels[i]);

@@ -65,7 +65,9 @@ struct NativeLoopStats {
   uint64_t turns = 0;  // run on the interpreter
   int64_t run_ns = 0;
   uint64_t compiled = 0, disk_loads = 0, process_loads = 0, refused = 0;
-  int64_t compile_ns = 0;  // every compile event of the loop, loads included
+  int64_t compile_ns = 0;  // every compile event of the loop, loads included, but
+  uint64_t optimised = 0;  // the -O3 tier's compiles on the background thread
+  int64_t optimised_ns = 0;
   struct Compile {
     int mode = 0, source = 0;  // format.hpp's x record
     int64_t ns = 0;
@@ -77,6 +79,8 @@ struct NativeStats {
   uint64_t compiled = 0, disk_loads = 0, process_loads = 0, refused = 0;
   int64_t compile_ns = 0, load_ns = 0;  // compiling (and refusals), and loading from a cache
   int64_t generate_ns = 0, optimise_ns = 0, codegen_ns = 0;  // the compiles' steps
+  uint64_t optimised = 0;  // background -O3 compiles (not in the counts and times above)
+  int64_t optimised_ns = 0;
   uint64_t translated = 0;  // jit programs translated from Python (x records of mode 4)
   int64_t translate_ns = 0;
 };

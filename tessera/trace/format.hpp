@@ -29,7 +29,9 @@
 //                                                 a native compile on thread T: NAME, SIGNATURE
 //                                                 `string`s; MODE 0 whole, 1 partial, 2 the whole
 //                                                 code after a partial one, 3 refused, 4 a jit
-//                                                 function's translation (NAME the function); SOURCE 0
+//                                                 function's translation (NAME the function), 5 a
+//                                                 loop's optimised tier on the background thread
+//                                                 (GENERATE-NS: parsing its IR); SOURCE 0
 //                                                 compiled, 1 the disk cache, 2 already in the
 //                                                 process; step times -1 when not run
 //   dropped        COUNT                          events lost to full buffers

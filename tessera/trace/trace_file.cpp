@@ -188,7 +188,7 @@ bool read_locality(const fs::path& path, LocalityTrace& out, std::vector<std::st
         } else {
           e.name = index_into(f[4], out.strings.size(), false, "string");
           e.signature = index_into(f[5], out.strings.size(), false, "string");
-          e.mode = static_cast<int>(number_in(f[6], 0, 4, "compile mode"));
+          e.mode = static_cast<int>(number_in(f[6], 0, 5, "compile mode"));
           e.source = static_cast<int>(number_in(f[7], 0, 2, "compile source"));
           e.amount = static_cast<uint64_t>(number_in(f[8], 0, INT64_MAX, "IR size"));
           e.generate_ns = number_in(f[9], -1, kMaxTime, "generation time");

@@ -130,7 +130,7 @@ def test_native_interpreter_and_general_print_the_same():
         assert loop_log_lines(log, f, "compiled in"), (f.__name__, log)
         assert any("(partial" in ln for ln in loop_log_lines(log, f, "compiled in")), (
             f.__name__, log)
-        assert loop_log_lines(log, f, "the whole native code compiled"), (f.__name__, log)
+        assert loop_log_lines(log, f, "a check before a loop failed"), (f.__name__, log)
     # A list from Python is a list of Values, which the hoisted version's check refuses:
     # its loop is compiled whole at once, not partial then whole (2026-12-06).
     assert loop_log_lines(log, scale_list, "compiled in"), log
@@ -165,11 +165,12 @@ def test_a_cache_hit_then_the_whole_code(tmp_path):
     env = dict(TESSERA_CACHE_DIR=str(cache), TESSERA_NATIVE="debug")
     first, log1 = run_script(_CACHED.replace("{second!r}", "False"), **env)
     assert "(partial" in log1
-    # A second process: the partial code from the cache, then a call that needs the
-    # whole code (compiled now, stored too, with the mark that the loop needs it),
-    # then a third process loads the whole code at once (no partial code first).
+    # A second process: the partial code from the cache, then a call that needs more
+    # (the general version of the loop whose check failed, compiled now, stored too,
+    # with the cache's mark of what the loop needs), then a third process loads that
+    # code at once (no partial code first).
     second, log2 = run_script(_CACHED.replace("{second!r}", "True"), **env)
-    assert "loaded from the cache" in log2 and "the whole native code compiled" in log2
+    assert "loaded from the cache" in log2 and "a check before a loop failed" in log2, log2
     third, log3 = run_script(_CACHED.replace("{second!r}", "True"), **env)
     assert "loaded from the cache" in log3 and "check before a loop failed" not in log3, log3
     a = _grid(5)

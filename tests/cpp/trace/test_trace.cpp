@@ -783,7 +783,7 @@ TEST(Trace, LoopAndCompileRecordsAreReadAndChecked) {
     trace::native_report_text(trace::native_stats(s));
     trace::chrome_trace_json(s);
   };
-  damaged(1, 6, "9", "compile mode 9 is out of range (0 to 4)");
+  damaged(1, 6, "9", "compile mode 9 is out of range (0 to 5)");
   damaged(1, 7, "-1", "compile source -1 is out of range (0 to 2)");
   damaged(1, 4, "77", "string 77 is not defined before this record");
   damaged(1, 10, "-5", "optimisation time -5 is out of range");
