@@ -453,7 +453,7 @@ const bool registered_arithmetic = register_primitives({
        return r;
      },
      .ns_per_element = 0.5,
-     .grads = {"g", "", ""}},
+     .grads = {"g", "", "", ""}},
     {.name = "nan_to_num",
      .family = "arithmetic",
      .params = {{"x"}, opt("nan", Value(0.0)), opt("posinf", Value()), opt("neginf", Value())},
