@@ -580,9 +580,10 @@ def print_markdown(results):
 # ---------------------------------------------------------------- driver
 
 
-def run_isolated(kernel, args):
-    """Runs one kernel in a child process: a crash or a hang is a FAIL, not the end."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", kernel.name, "--runs",
+def run_isolated(kernel, args, script=None):
+    """Runs one kernel in a child process (of `script`, this file by default: another suite
+    on this machinery passes its own): a crash or a hang is a FAIL, not the end."""
+    cmd = [sys.executable, script or os.path.abspath(__file__), "--one", kernel.name, "--runs",
            str(args.runs)]
     if args.quick:
         cmd.append("--quick")

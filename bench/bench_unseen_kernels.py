@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -196,22 +195,7 @@ def by_name(name):
 
 def run_isolated(kernel, args):
     """One kernel in a child process of this file: a crash or a hang is a FAIL line."""
-    cmd = [sys.executable, os.path.abspath(__file__), "--one", kernel.name, "--runs",
-           str(args.runs)]
-    cmd += [flag for flag, on in (("--quick", args.quick), ("--check-only", args.check_only),
-                                  ("--no-numba", args.no_numba)) if on]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return dict(name=kernel.name, category=kernel.category, status="FAIL",
-                    error=f"timeout: no answer in {args.timeout:g} s", scalar_loop=False)
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("RESULT "):
-            return json.loads(line[len("RESULT "):])
-    tail = " / ".join((proc.stderr or "").strip().splitlines()[-3:])
-    return dict(name=kernel.name, category=kernel.category, status="FAIL",
-                error=f"the process ended with code {proc.returncode}: {tail}"[:300],
-                scalar_loop=False)
+    return suite.run_isolated(kernel, args, os.path.abspath(__file__))
 
 
 def main(argv=None):
