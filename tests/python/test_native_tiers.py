@@ -83,8 +83,8 @@ from tessera import _core
 warnings.simplefilter("ignore")
 sys.path.insert(0, {here!r})
 import test_native_tiers as t
-stats = getattr(_core, "_native_tier_stats", lambda: {{}})
-wait = getattr(_core, "_native_tiers_wait", lambda: None)
+stats = _core._native_tier_stats
+wait = _core._native_tiers_wait
 out = []
 def call(g, f, args):
     a = copy.deepcopy(args)
