@@ -629,6 +629,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   };
   std::unique_ptr<llvm::Module> mod;
   std::vector<bool> dyn(regs.size(), false);
+  std::vector<bool> f32(regs.size(), false);  // of those, Python's float or np.float32
   const FastLoop::Impl::FNode* cond = &im.cond;
   const FastLoop::Impl::FNode* body = &im.body;
   FastLoop::Impl::FNode flat_cond, flat_body;
@@ -659,6 +660,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
     for (;;) {
       try {
         Gen g(im, *cond, *body, regs, arrays, objects, *context, *mod, dyn, rows);
+        g.f32_dyn = &f32;
         g.lazy_build = lazy;
         g.general_sites = &sites;
         g.build("tessera_loop");
@@ -676,6 +678,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
           return nullptr;
         }
         dyn[r.reg] = true;
+        f32[r.reg] = r.f32;
         mod = fresh();
       }
     }

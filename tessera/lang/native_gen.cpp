@@ -81,6 +81,7 @@ llvm::Value* Gen::to_payload(const CV& v) {
 
 llvm::Value* Gen::kind_of(const CV& v) {
   if (v.k == kDyn) return v.v;
+  if (v.k == kDynF32) return b.CreateSelect(v.s, b.getInt8(Reg::NpF32), b.getInt8(Reg::PyFloat));
   if (v.s) return b.CreateSelect(v.s, b.getInt8(np_kind(static_cast<Reg::Kind>(v.k))), b.getInt8(v.k));
   return b.getInt8(v.k);
 }
@@ -138,6 +139,7 @@ llvm::Value* Gen::truth(const CV& v) {
     case Reg::PyFloat:
     case Reg::NpFloat:
     case Reg::NpF32:
+    case kDynF32:
       return b.CreateFCmpUNE(v.v, llvm::ConstantFP::get(f64, 0.0));
     default:
       throw Refuse{"the truth of a value of kind " + std::string(v.k == kDyn ? "varying" : kind_name(static_cast<Reg::Kind>(v.k)))};
@@ -199,6 +201,11 @@ CV Gen::read(int r) {
   }
   if (!is_scalar(k)) throw Refuse{std::string("a variable holds a ") + kind_name(k)};
   if (maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
+  if (f32_reg(r)) {
+    CV v{kDynF32, b.CreateLoad(f64, val[r])};
+    v.s = b.CreateLoad(i1, strong[r]);
+    return v;
+  }
   CV v{k, b.CreateLoad(type_of(k), val[r])};
   if (dyn[r]) v.s = b.CreateLoad(i1, strong[r]);
   return v;
@@ -242,6 +249,41 @@ void Gen::write(int r, const CV& v) {
     b.CreateStore(no_held[r] ? b.getInt32(-1) : b.CreateTrunc(v.v, i32),
                   b.CreateConstInBoundsGEP1_64(i32, held, r));
     return;
+  }
+  if (f32_reg(r) && v.k != kDyn && v.k != Reg::Arr) {
+    // Python's float or NumPy's float32 by turns: the value as a double and
+    // whether it is a float32 (any other kind: the interpreter's).
+    const bool fits = v.k == kDynF32 || v.k == Reg::PyFloat || v.k == Reg::NpF32;
+    if (kind[r] == Reg::Undef) {
+      if (!fits) {
+        bail_if(b.getTrue());
+        return;
+      }
+      kind[r] = Reg::PyFloat;
+      llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      val[r] = e.CreateAlloca(f64);
+    }
+    if (!fits) {
+      bail_if(b.getTrue());
+      return;
+    }
+    b.CreateStore(v.v, val[r]);
+    b.CreateStore(v.k == kDynF32 ? v.s : b.getInt1(v.k == Reg::NpF32), strong[r]);
+    b.CreateStore(b.getTrue(), def[r]);
+    b.CreateStore(b.getInt8(1), asg[r]);
+    return;
+  }
+  {
+    // A float variable that holds Python's float and NumPy's float32 by
+    // turns: generated again with it a DynF32 (first seen here, or in
+    // what is assigned).
+    const bool f32_family = v.k == kDynF32 || v.k == Reg::PyFloat || v.k == Reg::NpF32;
+    const bool settled = kind[r] == Reg::Undef ? v.k != kDynF32 : kind[r] == v.k;
+    if (f32_family && !settled &&
+        (kind[r] == Reg::Undef || kind[r] == Reg::PyFloat || kind[r] == Reg::NpF32)) {
+      if (dyn[r]) throw Refuse{"a variable holds Python's float, np.float64 and np.float32 by turns"};
+      throw Retry{r, true};
+    }
   }
   if (v.k == kDyn && is_scalar(kind[r]) && !dyn[r]) {
     // A value whose kind is known at run time only (an `if` giving a number
@@ -435,6 +477,28 @@ CV Gen::eval_any(const FNode& n) {
 CV Gen::merge(const CV& a, llvm::BasicBlock* ba, const CV& c, llvm::BasicBlock* bc) {
   const bool numbers = a.k != kDyn && c.k != kDyn && is_scalar(static_cast<Reg::Kind>(a.k)) &&
                        is_scalar(static_cast<Reg::Kind>(c.k));
+  auto f32_family = [](int k) { return k == Reg::PyFloat || k == Reg::NpF32 || k == kDynF32; };
+  if ((a.k == kDynF32 || c.k == kDynF32) && f32_family(a.k) && f32_family(c.k)) {
+    // Python's float or NumPy's float32 by turns from either branch.
+    auto sa = [&](llvm::BasicBlock* from, const CV& v) {
+      auto ip = b.saveIP();
+      b.SetInsertPoint(from->getTerminator());
+      llvm::Value* r = v.k == kDynF32 ? v.s : b.getInt1(v.k == Reg::NpF32);
+      b.restoreIP(ip);
+      return r;
+    };
+    llvm::Value* s1 = sa(ba, a);
+    llvm::Value* s2 = sa(bc, c);
+    llvm::PHINode* phi = b.CreatePHI(f64, 2);
+    phi->addIncoming(a.v, ba);
+    phi->addIncoming(c.v, bc);
+    llvm::PHINode* ps = b.CreatePHI(i1, 2);
+    ps->addIncoming(s1, ba);
+    ps->addIncoming(s2, bc);
+    CV r{kDynF32, phi};
+    r.s = ps;
+    return r;
+  }
   if (numbers && py_kind(static_cast<Reg::Kind>(a.k)) == py_kind(static_cast<Reg::Kind>(c.k)) &&
       (a.s || c.s || a.k != c.k)) {
     auto sa = [&](llvm::BasicBlock* from, const CV& v) {
@@ -731,6 +795,7 @@ void Gen::store_state(const Getter& get) {
     llvm::Value* d = get(def[r], i1);
     CV cv{kind[r], get(val[r], type_of(kind[r]))};
     if (dyn[r]) cv.s = get(strong[r], i1);
+    if (f32_reg(r)) cv.k = kDynF32;
     b.CreateStore(b.CreateSelect(d, kind_of(cv), b.getInt8(Reg::Undef)), kp);
     b.CreateStore(to_payload(cv), field(regp, static_cast<int64_t>(r * sizeof(Reg) + 8), i64));
     b.CreateStore(get(asg[r], i8), b.CreateConstInBoundsGEP1_64(i8, asgp, r));
@@ -923,6 +988,12 @@ void Gen::build(const std::string& name) {
       strong[r] = b.CreateAlloca(i1);
       b.CreateStore(b.getInt1(is_strong(k)), strong[r]);
       kind[r] = py_kind(k);
+    }
+    if (f32_reg(r)) {  // a DynF32: Python's float or NumPy's float32 at the start
+      if (k != Reg::Undef && k != Reg::PyFloat && k != Reg::NpF32)
+        throw Refuse{std::string("a float variable that is np.float32 by turns holds a ") +
+                     kind_name(k)};
+      if (k != Reg::Undef) kind[r] = Reg::PyFloat;
     }
     if (is_scalar(k)) {
       val[r] = b.CreateAlloca(type_of(k));

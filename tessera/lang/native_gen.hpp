@@ -84,10 +84,14 @@ inline bool is_narrow(int k) { return k == Reg::NpF32 || k == Reg::NpI32; }
 inline bool is_strong(Reg::Kind k) { return k >= Reg::NpBool && k <= Reg::NpI32; }
 inline bool is_scalar(Reg::Kind k) { return k >= Reg::PyBool && k <= Reg::NpI32; }
 
+constexpr int kDynF32 = 102;  // (below, with CV)
+
 inline const char* kind_name(Reg::Kind k) {
   static const char* names[] = {"undefined",  "None",       "bool",     "int",
                                 "float",      "np.bool",    "np.int64", "np.float64",
                                 "np.float32", "np.int32",   "array",    "object"};
+  if (static_cast<int>(k) == kDynF32) return "float or np.float32 by turns";
+  if (k < Reg::Undef || k > Reg::Obj) return "value of a kind known only at run time";
   return names[k];
 }
 
@@ -107,6 +111,12 @@ constexpr int kDyn = 100;
 // bytes from one character to the next (i64; null: 1). Only a string
 // operation or an assignment (which makes it an object) takes it.
 constexpr int kStr = 101;
+// DynF32 (kDynF32, declared above): a number that is Python's float or
+// NumPy's float32 by turns (a float32 accumulator reset to a Python float:
+// `s = 0.0`, then `s += img[i, k]`): v its value as a double (exact when a
+// float32), s its i1 "float32". Only what knows this kind takes it (binary
+// arithmetic and comparisons, element writes, truth, negation, assignment,
+// the merge of two branches); the rest refuse it by its unknown kind.
 // s: for a number whose kind is NumPy's or Python's depending on the turn (a
 // variable that holds 0.0, then s + x[i]), an i1 "strong" and k the Python
 // kind; null when k says it all.
@@ -130,6 +140,7 @@ inline Reg::Kind np_kind(Reg::Kind k) {
 // one family: the function is generated again with it dynamic.
 struct Retry {
   int reg;
+  bool f32 = false;  // Python's float and NumPy's float32 by turns (kDynF32)
 };
 
 // Thrown by a lazy build (Gen::lazy_build) whose loop has no checked-once version
@@ -287,6 +298,10 @@ struct Gen {
   std::vector<LoopTargets> loops;
 
   const std::vector<bool>& dyn;  // registers whose strongness is dynamic
+  // Of those, the registers holding Python's float or NumPy's float32 by
+  // turns (kDynF32; not np.float64): null when none.
+  const std::vector<bool>* f32_dyn = nullptr;
+  bool f32_reg(int r) const { return f32_dyn && (*f32_dyn)[static_cast<size_t>(r)]; }
   std::vector<llvm::Value*> strong;  // their i1 allocas
   llvm::Value *regp = nullptr, *asgp = nullptr;  // the context's registers and assigned flags
 
@@ -604,6 +619,12 @@ struct Gen {
   // float32 or int32 result computed into `a` (true, `c` unused), or both
   // widened to float64/int64 for the code below (true), or false.
   bool narrow_binary(const FNode& n, CV& a, CV& c);
+  // An operand a DynF32 (Python's float or np.float32 by turns) with a
+  // float, an int or another DynF32: NumPy's float32 arithmetic when either
+  // is a float32 this turn, Python's double otherwise (both computed, the
+  // one the turn's kinds give selected); float64 with NumPy's float64 and
+  // ints. Comparisons likewise (np.bool or bool).
+  CV dyn_f32_binary(const FNode& n, const CV& a, const CV& c);
 
   // f(a, b) of a recursive jit function (Op::NativeCall): its own native
   // code (native_calls.cpp), compiled now for the arguments' kinds and

@@ -413,6 +413,9 @@ CV Gen::setitem(const FNode& n) {
     narrow = narrow_read(n.kids[1]);
   }
   CV v = narrow ? CV{Reg::NpFloat, llvm::ConstantFP::get(f64, 0.0)} : eval(n.kids[1]);
+  // Python's float or NumPy's float32 by turns: the same element either way
+  // (a float32's value is exact as a double).
+  if (v.k == kDynF32) v = CV{Reg::PyFloat, v.v};
   const auto vk = static_cast<Reg::Kind>(v.k);
   if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"writing a value that is not a number"};
   const ArrT& e = atype[r];

@@ -17,7 +17,9 @@
 namespace tessera::native_gen {
 
 bool Gen::scalar_cv(const CV& v) {
-  return v.k != kDyn && is_scalar(static_cast<Reg::Kind>(v.k));
+  // A DynF32 goes by its kind this turn (put_reg: kind_of, to_payload); its
+  // `s` keeps it from any one-kind buffer, as the other varying numbers.
+  return v.k == kDynF32 || (v.k != kDyn && is_scalar(static_cast<Reg::Kind>(v.k)));
 }
 
 CV Gen::new_list(const FNode& n) {

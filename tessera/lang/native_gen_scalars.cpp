@@ -349,6 +349,11 @@ CV Gen::binary(const FNode& n) {
   }
   if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
   if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
+  if (a.k == kDynF32 || c.k == kDynF32) {
+    CV r = dyn_f32_binary(n, a, c);
+    count(n.counter);
+    return r;
+  }
   if (is_narrow(a.k) || is_narrow(c.k)) {
     if (!narrow_binary(n, a, c)) {
       throw Refuse{std::string("'") + n.spec->name + "' of a " + kind_name(ka) + " and a " +
@@ -361,6 +366,78 @@ CV Gen::binary(const FNode& n) {
     return wide_binary(n, a, c);
   }
   return wide_binary(n, a, c);
+}
+
+CV Gen::dyn_f32_binary(const FNode& n, const CV& a, const CV& c) {
+  const Fast f = n.fast;
+  const bool compare = f >= Fast::lt && f <= Fast::ne;
+  if (!compare && f != Fast::add && f != Fast::sub && f != Fast::mul && f != Fast::div)
+    throw Refuse{"'" + n.spec->name + "' of a float that is np.float32 by turns"};
+  // With NumPy's float64, int64 or int32: float64 whichever the float is
+  // (np.float32 with them promotes to float64, as Python's float does).
+  auto wide = [](const CV& v) {
+    return !v.s && (v.k == Reg::NpFloat || v.k == Reg::NpInt || v.k == Reg::NpI32);
+  };
+  auto dbl = [&](const CV& v) { return v.k == kDynF32 ? v.v : as_double(v); };
+  if (wide(a) || wide(c)) return float_op(f, b.getTrue(), dbl(a), dbl(c));
+  auto narrowable = [](const CV& v) {
+    return v.k == kDynF32 || (!v.s && (v.k == Reg::PyFloat || v.k == Reg::PyInt || v.k == Reg::NpF32));
+  };
+  if (!narrowable(a) || !narrowable(c)) {
+    throw Refuse{std::string("'") + n.spec->name + "' of a " +
+                 kind_name(static_cast<Reg::Kind>(a.k)) + " and a " +
+                 kind_name(static_cast<Reg::Kind>(c.k))};
+  }
+  auto f32_now = [&](const CV& v) {
+    return v.k == kDynF32 ? v.s : b.getInt1(v.k == Reg::NpF32);
+  };
+  // float32 this turn: either operand a float32 (Python's number then
+  // converted to float32, as NumPy's weak scalars are).
+  llvm::Value* strong = b.CreateOr(f32_now(a), f32_now(c));
+  llvm::Type* f32 = b.getFloatTy();
+  auto as_f32 = [&](const CV& v) -> llvm::Value* {
+    if (v.k == Reg::PyInt) {  // exactly, or the general path's
+      bail_if(b.CreateAnd(strong, b.CreateICmpUGT(b.CreateAdd(v.v, b.getInt64(int64_t{1} << 24)),
+                                                  b.getInt64(int64_t{1} << 25))));
+      return b.CreateSIToFP(v.v, f32);
+    }
+    llvm::Value* x = b.CreateFPTrunc(v.v, f32);
+    if (v.k != Reg::NpF32) {
+      // A Python float past float32's range: NumPy's cast warns (the
+      // general path's); a float32's own value is exact.
+      llvm::Value* ovf = b.CreateAnd(
+          b.CreateFCmpOEQ(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), llvm::ConstantFP::getInfinity(f32)),
+          b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v.v),
+                          llvm::ConstantFP::getInfinity(f64)));
+      if (v.k == kDynF32) ovf = b.CreateAnd(ovf, b.CreateNot(v.s));
+      bail_if(b.CreateAnd(strong, ovf));
+    }
+    return x;
+  };
+  llvm::Value* x = as_f32(a);
+  llvm::Value* y = as_f32(c);
+  llvm::Value* narrow = nullptr;
+  switch (f) {
+    case Fast::add: narrow = b.CreateFAdd(x, y); break;
+    case Fast::sub: narrow = b.CreateFSub(x, y); break;
+    case Fast::mul: narrow = b.CreateFMul(x, y); break;
+    case Fast::div: narrow = b.CreateFDiv(x, y); break;
+    case Fast::lt: narrow = b.CreateFCmpOLT(x, y); break;
+    case Fast::le: narrow = b.CreateFCmpOLE(x, y); break;
+    case Fast::gt: narrow = b.CreateFCmpOGT(x, y); break;
+    case Fast::ge: narrow = b.CreateFCmpOGE(x, y); break;
+    case Fast::eq: narrow = b.CreateFCmpOEQ(x, y); break;
+    default: narrow = b.CreateFCmpUNE(x, y); break;
+  }
+  if (!compare) narrow = b.CreateFPExt(narrow, f64);
+  if (auto* k = llvm::dyn_cast<llvm::ConstantInt>(strong); k && k->isOne())
+    return CV{compare ? Reg::NpBool : Reg::NpF32, narrow};
+  // Python's floats this turn: double arithmetic (a division by zero the
+  // general path's ZeroDivisionError).
+  const CV wide_r = float_op(f, strong, dbl(a), dbl(c));
+  CV r{compare ? Reg::PyBool : kDynF32, b.CreateSelect(strong, narrow, wide_r.v)};
+  r.s = strong;
+  return r;
 }
 
 CV Gen::wide_binary(const FNode& n, const CV& a, const CV& c) {
@@ -566,6 +643,15 @@ CV Gen::call(const FNode& n) {
 CV Gen::negate(const FNode& n) {
   CV v = eval(n.kids[0]);
   const auto vk = static_cast<Reg::Kind>(v.k);
+  if (v.k == kDynF32) {  // -s keeps its kind; `not s` is Python's bool either way
+    CV r = v;
+    if (n.spec->name == "not_")
+      r = CV{Reg::PyBool, b.CreateNot(truth(v))};
+    else
+      r.v = b.CreateFNeg(v.v);
+    count(n.slot);
+    return r;
+  }
   if (v.k == kDyn || !is_scalar(vk)) throw Refuse{"'" + n.spec->name + "' of a non-scalar"};
   if (n.spec->name == "not_") {
     llvm::Value* r = b.CreateNot(truth(v));
