@@ -9,7 +9,7 @@ FUZZ_BUILD ?= build-fuzz
 JOBS ?= 2
 PYTHON := $(CURDIR)/.venv/bin/python
 
-.PHONY: all deps configure build fuzz-build fuzz test test-install demo bench clean
+.PHONY: all deps configure build fuzz-build fuzz fuzz-build-only fuzz-run test test-install demo bench clean
 
 all: build
 
@@ -37,16 +37,25 @@ build: configure
 	  fi
 
 # The fuzz targets (fuzz/, docs/fuzzing.md): a clang build of their own with
-# libFuzzer and the sanitizers; `make fuzz` runs each for a few seconds.
-fuzz-build: deps
-	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF >/dev/null
-	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz
+# libFuzzer and the sanitizers (the readers they fuzz; the rest of the library
+# is the normal build's libtessera.so); `make fuzz` runs each for a few seconds.
+fuzz-build: build
+	@$(MAKE) --no-print-directory fuzz-build-only
 
 fuzz: fuzz-build
+	@$(MAKE) --no-print-directory fuzz-run
+
+# The two steps alone, after `make build` (make test runs them beside ctest).
+fuzz-build-only:
+	@CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DTESSERA_FUZZ=ON -DTESSERA_BUILD_TESTS=OFF \
+	  -DTESSERA_FUZZ_LIBRARY=$(CURDIR)/$(BUILD)/libtessera.so >/dev/null
+	@cmake --build $(FUZZ_BUILD) -j$(JOBS) --target fuzz
+
+fuzz-run: fuzz-build-only
 	@cd $(FUZZ_BUILD) && ctest --output-on-failure -j$(JOBS) -L fuzz
 
-# The fuzz build (clang with the sanitizers: compiling only) and its short
+# The fuzz build (clang with the sanitizers: the readers only) and its short
 # runs go beside ctest at a slightly lower priority (nice 3: at nice 10 it got
 # nothing while ranks polled): the distributed tests leave the cores partly
 # idle while ranks wait for each other. Its output is shown once ctest is
@@ -62,7 +71,7 @@ fuzz: fuzz-build
 # neither sits idle at the end while the other still holds a batch.
 test: build
 	@mkdir -p $(FUZZ_BUILD); start=$$(date +%s); \
-	  nice -n 3 $(MAKE) --no-print-directory fuzz > $(FUZZ_BUILD)/make-fuzz.log 2>&1 & fuzz=$$!; \
+	  nice -n 3 $(MAKE) --no-print-directory fuzz-run > $(FUZZ_BUILD)/make-fuzz.log 2>&1 & fuzz=$$!; \
 	  (cd $(BUILD) && ctest --output-on-failure -j$$(($(JOBS) + 1))); ctest_status=$$?; \
 	  ctest_end=$$(date +%s); \
 	  wait $$fuzz; fuzz_status=$$?; fuzz_end=$$(date +%s); \
