@@ -358,6 +358,17 @@ std::string Engine::choose_wait_mode() {
   bool affinity = sched_getaffinity(0, sizeof set, &set) == 0;
   cores_ = affinity ? CPU_COUNT(&set)
                     : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The host busy with other work before this job (the 1-minute load
+  // average, which the job's own ranks, just started, have hardly raised, at
+  // least the cores): a rank of a job sharing the cores with others is
+  // descheduled while its peers wait for it, as when ranks outnumber cores
+  // (three 2-rank jobs on 2 cores: 116 s spinning, 89 s yielding). The
+  // host's ranks agree (the largest load any of them read).
+  double load = 0;
+  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf", &load) != 1) load = 0;
+    std::fclose(f);
+  }
   MPI_Comm host = MPI_COMM_NULL;
   if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host) ==
       MPI_SUCCESS) {
@@ -370,8 +381,11 @@ std::string Engine::choose_wait_mode() {
         MPI_Allreduce(&set, &all, sizeof set, MPI_BYTE, MPI_BOR, host) == MPI_SUCCESS) {
       cores_ = CPU_COUNT(&all);
     }
+    double mine_load = load;
+    MPI_Allreduce(&mine_load, &load, 1, MPI_DOUBLE, MPI_MAX, host);
     MPI_Comm_free(&host);
   }
+  host_load_ = load;
   // (Checked after the collective calls above, which every rank makes.)
   const char* env = std::getenv("TESSERA_WAIT");
   std::string mode = env && *env ? env : "auto";
@@ -381,7 +395,8 @@ std::string Engine::choose_wait_mode() {
   }
   // Every rank has a thread that waits for its collectives: more ranks than
   // cores means a polling waiter holds a core that a rank it waits for needs.
-  bool yield = mode == "yield" || (mode == "auto" && host_ranks_ > cores_);
+  bool yield = mode == "yield" ||
+               (mode == "auto" && (host_ranks_ > cores_ || host_load_ >= cores_));
   mpi_yields_ = mpi_progress_yields_when_idle();
   tessera::detail::set_wait_mode(yield ? tessera::detail::WaitMode::yield
                                        : tessera::detail::WaitMode::spin);

@@ -375,6 +375,7 @@ class Engine {
   // default; spin or yield force a mode). Returns an error message, or "".
   std::string choose_wait_mode();
   int host_ranks_ = 1, cores_ = 1;
+  double host_load_ = 0;  // the host's 1-minute load average when the job started
   // Whether MPI's own progress gives the core up (sched_yield) when a poll
   // finds nothing: Open MPI's mpi_yield_when_idle, which mpirun sets when
   // ranks outnumber the slots (read by MPI_T at start-up; false when MPI
