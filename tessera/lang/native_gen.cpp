@@ -254,6 +254,9 @@ void Gen::write(int r, const CV& v) {
     // Python's float or NumPy's float32 by turns: the value as a double and
     // whether it is a float32 (any other kind: the interpreter's).
     const bool fits = v.k == kDynF32 || v.k == Reg::PyFloat || v.k == Reg::NpF32;
+    // A float that is Python's or np.float64 by turns (its own strong bit):
+    // the float64 turns are the interpreter's (a third kind).
+    if (fits && v.k != kDynF32 && v.s) bail_if(v.s);
     if (kind[r] == Reg::Undef) {
       if (!fits) {
         bail_if(b.getTrue());
@@ -268,7 +271,7 @@ void Gen::write(int r, const CV& v) {
       return;
     }
     b.CreateStore(v.v, val[r]);
-    b.CreateStore(v.k == kDynF32 ? v.s : b.getInt1(v.k == Reg::NpF32), strong[r]);
+    b.CreateStore(v.k == kDynF32 ? v.s : b.getInt1(v.k == Reg::NpF32 && !v.s), strong[r]);
     b.CreateStore(b.getTrue(), def[r]);
     b.CreateStore(b.getInt8(1), asg[r]);
     return;
@@ -477,8 +480,11 @@ CV Gen::eval_any(const FNode& n) {
 CV Gen::merge(const CV& a, llvm::BasicBlock* ba, const CV& c, llvm::BasicBlock* bc) {
   const bool numbers = a.k != kDyn && c.k != kDyn && is_scalar(static_cast<Reg::Kind>(a.k)) &&
                        is_scalar(static_cast<Reg::Kind>(c.k));
-  auto f32_family = [](int k) { return k == Reg::PyFloat || k == Reg::NpF32 || k == kDynF32; };
-  if ((a.k == kDynF32 || c.k == kDynF32) && f32_family(a.k) && f32_family(c.k)) {
+  // (a float that is Python's or np.float64 by turns, `s` its own, is not of the family)
+  auto f32_family = [](const CV& v) {
+    return v.k == kDynF32 || (!v.s && (v.k == Reg::PyFloat || v.k == Reg::NpF32));
+  };
+  if ((a.k == kDynF32 || c.k == kDynF32) && f32_family(a) && f32_family(c)) {
     // Python's float or NumPy's float32 by turns from either branch.
     auto sa = [&](llvm::BasicBlock* from, const CV& v) {
       auto ip = b.saveIP();

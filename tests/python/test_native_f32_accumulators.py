@@ -99,6 +99,22 @@ def zero_division(x, at):
     return out
 
 
+def three_kinds(x32, x64):
+    # s is Python's float or np.float32 by turns, t Python's float or
+    # np.float64; u takes either: three kinds, whose float64 turns the
+    # interpreter runs (values and types still NumPy's, in the list too).
+    out = []
+    t = 0.0
+    for i in range(len(x32)):
+        s = 0.0
+        for k in range(i % 3):
+            s += x32[k]
+        t = t + x64[i] if i % 3 else 0.5
+        u = s if i % 4 else t
+        out.append(u)
+    return out, t
+
+
 CASES = [
     (blur_rows, (np.linspace(0.0, 1.0, 48, dtype=np.float32).reshape(6, 8) ** 2, 2)),
     (blur_rows, (np.arange(30, dtype=np.float32).reshape(3, 10) / 7, 0)),
@@ -110,6 +126,7 @@ CASES = [
     (mixed_ops, (np.zeros(7, dtype=np.float32), 0.5)),
     (with_float64, (np.linspace(0.0, 1.0, 9, dtype=np.float32), np.linspace(1.0, 2.0, 9))),
     (overflow, (np.full(5, 3e8, dtype=np.float32), 1e300)),
+    (three_kinds, (np.linspace(0.0, 1.0, 13, dtype=np.float32), np.linspace(1.0, 2.0, 13))),
     (zero_division, (np.linspace(1.0, 2.0, 12, dtype=np.float32), 5)),
     (zero_division, (np.linspace(1.0, 2.0, 12, dtype=np.float32), 8)),
 ]
