@@ -625,6 +625,9 @@ struct Gen {
   // one the turn's kinds give selected); float64 with NumPy's float64 and
   // ints. Comparisons likewise (np.bool or bool).
   CV dyn_f32_binary(const FNode& n, const CV& a, const CV& c);
+  // x op y of two float32 values (add, sub, mul, div: a float; the
+  // comparisons: an i1).
+  llvm::Value* f32_op(Fast f, llvm::Value* x, llvm::Value* y);
 
   // f(a, b) of a recursive jit function (Op::NativeCall): its own native
   // code (native_calls.cpp), compiled now for the arguments' kinds and

@@ -239,23 +239,12 @@ bool Gen::narrow_binary(const FNode& n, CV& a, CV& c) {
   if (ka == Reg::NpF32 || kb == Reg::NpF32) {
     if ((ka == Reg::NpF32 || ka == Reg::PyFloat || ka == Reg::PyInt) &&
         (kb == Reg::NpF32 || kb == Reg::PyFloat || kb == Reg::PyInt)) {
-      llvm::Value* x = as_f32(a);
+      if (n.fast < Fast::add || n.fast > Fast::ne) return false;  // arithmetic, comparisons
+      llvm::Value* x = as_f32(a);  // (in this order: their checks)
       llvm::Value* y = as_f32(c);
-      llvm::Value* r = nullptr;
-      switch (n.fast) {
-        case Fast::add: r = b.CreateFAdd(x, y); break;
-        case Fast::sub: r = b.CreateFSub(x, y); break;
-        case Fast::mul: r = b.CreateFMul(x, y); break;
-        case Fast::div: r = b.CreateFDiv(x, y); break;
-        case Fast::lt: a = CV{Reg::NpBool, b.CreateFCmpOLT(x, y)}; break;
-        case Fast::le: a = CV{Reg::NpBool, b.CreateFCmpOLE(x, y)}; break;
-        case Fast::gt: a = CV{Reg::NpBool, b.CreateFCmpOGT(x, y)}; break;
-        case Fast::ge: a = CV{Reg::NpBool, b.CreateFCmpOGE(x, y)}; break;
-        case Fast::eq: a = CV{Reg::NpBool, b.CreateFCmpOEQ(x, y)}; break;
-        case Fast::ne: a = CV{Reg::NpBool, b.CreateFCmpUNE(x, y)}; break;
-        default: return false;
-      }
-      if (r) a = CV{Reg::NpF32, b.CreateFPExt(r, f64)};
+      llvm::Value* r = f32_op(n.fast, x, y);
+      const bool compare = n.fast >= Fast::lt && n.fast <= Fast::ne;
+      a = compare ? CV{Reg::NpBool, r} : CV{Reg::NpF32, b.CreateFPExt(r, f64)};
       c = CV{Reg::Nil};
       return true;
     }
@@ -368,6 +357,22 @@ CV Gen::binary(const FNode& n) {
   return wide_binary(n, a, c);
 }
 
+llvm::Value* Gen::f32_op(Fast f, llvm::Value* x, llvm::Value* y) {
+  switch (f) {
+    case Fast::add: return b.CreateFAdd(x, y);
+    case Fast::sub: return b.CreateFSub(x, y);
+    case Fast::mul: return b.CreateFMul(x, y);
+    case Fast::div: return b.CreateFDiv(x, y);
+    case Fast::lt: return b.CreateFCmpOLT(x, y);
+    case Fast::le: return b.CreateFCmpOLE(x, y);
+    case Fast::gt: return b.CreateFCmpOGT(x, y);
+    case Fast::ge: return b.CreateFCmpOGE(x, y);
+    case Fast::eq: return b.CreateFCmpOEQ(x, y);
+    case Fast::ne: return b.CreateFCmpUNE(x, y);
+    default: throw Refuse{"a float32 operation without native code"};
+  }
+}
+
 CV Gen::dyn_f32_binary(const FNode& n, const CV& a, const CV& c) {
   const Fast f = n.fast;
   const bool compare = f >= Fast::lt && f <= Fast::ne;
@@ -416,19 +421,7 @@ CV Gen::dyn_f32_binary(const FNode& n, const CV& a, const CV& c) {
   };
   llvm::Value* x = as_f32(a);
   llvm::Value* y = as_f32(c);
-  llvm::Value* narrow = nullptr;
-  switch (f) {
-    case Fast::add: narrow = b.CreateFAdd(x, y); break;
-    case Fast::sub: narrow = b.CreateFSub(x, y); break;
-    case Fast::mul: narrow = b.CreateFMul(x, y); break;
-    case Fast::div: narrow = b.CreateFDiv(x, y); break;
-    case Fast::lt: narrow = b.CreateFCmpOLT(x, y); break;
-    case Fast::le: narrow = b.CreateFCmpOLE(x, y); break;
-    case Fast::gt: narrow = b.CreateFCmpOGT(x, y); break;
-    case Fast::ge: narrow = b.CreateFCmpOGE(x, y); break;
-    case Fast::eq: narrow = b.CreateFCmpOEQ(x, y); break;
-    default: narrow = b.CreateFCmpUNE(x, y); break;
-  }
+  llvm::Value* narrow = f32_op(f, x, y);
   if (!compare) narrow = b.CreateFPExt(narrow, f64);
   if (auto* k = llvm::dyn_cast<llvm::ConstantInt>(strong); k && k->isOne())
     return CV{compare ? Reg::NpBool : Reg::NpF32, narrow};
