@@ -362,8 +362,9 @@ std::string Engine::choose_wait_mode() {
   // average, which the job's own ranks, just started, have hardly raised, at
   // least the cores): a rank of a job sharing the cores with others is
   // descheduled while its peers wait for it, as when ranks outnumber cores
-  // (three 2-rank jobs on 2 cores: 116 s spinning, 89 s yielding). The
-  // host's ranks agree (the largest load any of them read).
+  // (six training tests, three of 2 ranks and three of 4, three at a time
+  // on 2 cores: 116 s, 93 s with this). The host's ranks agree (the
+  // largest load any of them read).
   double load = 0;
   if (FILE* f = std::fopen("/proc/loadavg", "r")) {
     if (std::fscanf(f, "%lf", &load) != 1) load = 0;
