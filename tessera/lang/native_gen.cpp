@@ -271,7 +271,7 @@ void Gen::write(int r, const CV& v) {
       return;
     }
     b.CreateStore(v.v, val[r]);
-    b.CreateStore(v.k == kDynF32 ? v.s : b.getInt1(v.k == Reg::NpF32 && !v.s), strong[r]);
+    b.CreateStore(v.k == kDynF32 ? v.s : b.getInt1(v.k == Reg::NpF32), strong[r]);
     b.CreateStore(b.getTrue(), def[r]);
     b.CreateStore(b.getInt8(1), asg[r]);
     return;
