@@ -252,17 +252,18 @@ Reg FastLoop::Impl::binary(const FNode& n, const Reg& a, const Reg& b, State& st
 }
 
 Reg FastLoop::Impl::binary_narrow(const FNode& n, const Reg& a, const Reg& b, State& st) const {
-  // NumPy 2's promotion (NEP 50): a float32 with a float32 or a Python
-  // number is a float32 (the Python number cast to float32 first); an int32
-  // with an int32 or a Python int is an int32 (wrapped around; a Python
-  // int out of int32's range is the general path's OverflowError); with a
-  // NumPy scalar of another kind (float64, int64, int32 with float32) or an
-  // int32 with a Python float, both are as wide as float64/int64 are.
-  // The general evaluation warns of no overflow either.
-  if (n.fast == Fast::none) return binary_general(n, a, b, st);
+  // NumPy 2's promotion (NEP 50): a float32 with a float32, a Python number
+  // or an integer scalar of 16 bits or fewer is a float32 (the other cast to
+  // float32 first); an integer scalar narrower than int64 (int8 ... uint32)
+  // with a Python int is of its own kind, with another the kind
+  // np.promote_types gives (wrapped around; a Python int out of the kind's
+  // range is the general path's OverflowError); with a NumPy scalar of
+  // another kind (float64, int64, int32 with float32) or with a Python
+  // float, both are as wide as float64/int64 are. The general evaluation
+  // warns of no overflow either.
   auto widen = [](Reg r) {
     if (r.k == Reg::NpF32) r.k = Reg::NpFloat;
-    if (r.k == Reg::NpI32) r.k = Reg::NpInt;
+    if (narrow_int_kind(r.k)) r.k = Reg::NpInt;
     return r;
   };
   auto f32_operand = [](const Reg& r, float& out) {
@@ -273,16 +274,13 @@ Reg FastLoop::Impl::binary_narrow(const FNode& n, const Reg& a, const Reg& b, St
     }
     if (r.k == Reg::PyInt && r.i >= -(int64_t{1} << 24) && r.i <= (int64_t{1} << 24))
       return out = static_cast<float>(r.i), true;
-    return false;
-  };
-  auto i32_operand = [](const Reg& r, int64_t& out) {
-    if (r.k == Reg::NpI32) return out = r.i, true;
-    if (r.k == Reg::PyInt && r.i >= INT32_MIN && r.i <= INT32_MAX) return out = r.i, true;
+    if (narrow_int_kind(r.k) && narrow_int_bits(r.k) <= 16)
+      return out = static_cast<float>(r.i), true;
     return false;
   };
   if (a.k == Reg::NpF32 || b.k == Reg::NpF32) {
     float x, y;
-    if (f32_operand(a, x) && f32_operand(b, y)) {
+    if (n.fast != Fast::none && f32_operand(a, x) && f32_operand(b, y)) {
       const double dx = x, dy = y;
       // A float32 operation is the double one rounded to float32 (exactly
       // so for + - * /: double has more than 2 * 24 + 2 bits).
@@ -301,45 +299,79 @@ Reg FastLoop::Impl::binary_narrow(const FNode& n, const Reg& a, const Reg& b, St
         default: return binary_general(n, a, b, st);
       }
     }
-  } else {
-    int64_t x, y;
-    if (i32_operand(a, x) && i32_operand(b, y)) {
-      auto i32 = [](int64_t r) {
-        return Reg::make(Reg::NpI32, static_cast<int32_t>(static_cast<uint32_t>(r)));
-      };
-      switch (n.fast) {
-        case Fast::add: return i32(x + y);
-        case Fast::sub: return i32(x - y);
-        case Fast::mul: return i32(x * y);
-        case Fast::div:
-          if (y == 0) return binary_general(n, a, b, st);
-          return Reg::real(Reg::NpFloat, static_cast<double>(x) / static_cast<double>(y));
-        case Fast::lt: return Reg::boolean(Reg::NpBool, x < y);
-        case Fast::le: return Reg::boolean(Reg::NpBool, x <= y);
-        case Fast::gt: return Reg::boolean(Reg::NpBool, x > y);
-        case Fast::ge: return Reg::boolean(Reg::NpBool, x >= y);
-        case Fast::eq: return Reg::boolean(Reg::NpBool, x == y);
-        case Fast::ne: return Reg::boolean(Reg::NpBool, x != y);
-        case Fast::floordiv:
-        case Fast::mod:
-          if (y == 0 || (x == INT32_MIN && y == -1)) return binary_general(n, a, b, st);
-          return i32(n.fast == Fast::floordiv ? kernels::int_floor_divide(x, y, "floor_divide")
-                                              : kernels::int_mod(x, y, "mod"));
-        default: return binary_general(n, a, b, st);
-      }
+  } else if ((narrow_int_kind(a.k) || a.k == Reg::PyInt) &&
+             (narrow_int_kind(b.k) || b.k == Reg::PyInt)) {
+    const Reg::Kind k = !narrow_int_kind(a.k)   ? b.k
+                        : !narrow_int_kind(b.k) ? a.k
+                                                : narrow_int_promote(a.k, b.k);
+    // A Python int the kind cannot hold: NumPy's OverflowError (general).
+    if (k != Reg::NpInt && (a.k != Reg::PyInt || narrow_int_fits(k, a.i)) &&
+        (b.k != Reg::PyInt || narrow_int_fits(k, b.i))) {
+      const int64_t x = a.i, y = b.i;
+      Reg r;
+      if (narrow_int_op(n, k, x, y, r)) return r;
+      return binary_general(n, a, b, st);
     }
   }
+  if (n.fast == Fast::none) return binary_general(n, a, b, st);
   // The wide cases: as float64 / int64 NumPy scalars.
   const bool wide_ok = [&] {
     auto np_wide = [](Reg::Kind k) {
-      return k == Reg::NpFloat || k == Reg::NpInt || k == Reg::NpF32 || k == Reg::NpI32;
+      return k == Reg::NpFloat || k == Reg::NpInt || k == Reg::NpF32 || narrow_int_kind(k);
     };
     if (np_wide(a.k) && np_wide(b.k)) return true;
-    // an int32 with a Python float
-    return (a.k == Reg::NpI32 && b.k == Reg::PyFloat) || (b.k == Reg::NpI32 && a.k == Reg::PyFloat);
+    // an integer scalar with a Python float
+    return (narrow_int_kind(a.k) && b.k == Reg::PyFloat) ||
+           (narrow_int_kind(b.k) && a.k == Reg::PyFloat);
   }();
   if (!wide_ok) return binary_general(n, a, b, st);
   return binary(n, widen(a), widen(b), st);
+}
+
+bool FastLoop::Impl::int_bit_op(const FNode& n) {
+  if (!n.spec) return false;
+  const std::string& op = n.spec->name;
+  return op == "bitwise_and" || op == "bitwise_or" || op == "bitwise_xor" ||
+         op == "left_shift" || op == "right_shift";
+}
+
+bool FastLoop::Impl::narrow_int_op(const FNode& n, Reg::Kind k, int64_t x, int64_t y, Reg& out) {
+  auto wrap = [&](int64_t r) { return Reg::make(k, narrow_int_wrap(k, r)); };
+  switch (n.fast) {
+    case Fast::add: return out = wrap(x + y), true;
+    case Fast::sub: return out = wrap(x - y), true;
+    case Fast::mul: return out = wrap(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y))), true;
+    case Fast::div:
+      if (y == 0) return false;  // NumPy's inf or nan and its warning
+      return out = Reg::real(Reg::NpFloat, static_cast<double>(x) / static_cast<double>(y)), true;
+    case Fast::lt: return out = Reg::boolean(Reg::NpBool, x < y), true;
+    case Fast::le: return out = Reg::boolean(Reg::NpBool, x <= y), true;
+    case Fast::gt: return out = Reg::boolean(Reg::NpBool, x > y), true;
+    case Fast::ge: return out = Reg::boolean(Reg::NpBool, x >= y), true;
+    case Fast::eq: return out = Reg::boolean(Reg::NpBool, x == y), true;
+    case Fast::ne: return out = Reg::boolean(Reg::NpBool, x != y), true;
+    case Fast::floordiv:
+    case Fast::mod:
+      // By zero (NumPy's 0 and its warning) and the most negative value // -1
+      // (a wrap NumPy warns of): the general path's.
+      if (y == 0 || (y == -1 && narrow_int_wrap(k, -x) != -x)) return false;
+      return out = wrap(n.fast == Fast::floordiv ? kernels::int_floor_divide(x, y, "floor_divide")
+                                                  : kernels::int_mod(x, y, "mod")),
+             true;
+    default:
+      break;
+  }
+  if (!int_bit_op(n)) return false;
+  const std::string& op = n.spec->name;
+  const int bits = narrow_int_bits(k);
+  if (op == "bitwise_and") return out = wrap(x & y), true;
+  if (op == "bitwise_or") return out = wrap(x | y), true;
+  if (op == "bitwise_xor") return out = wrap(x ^ y), true;
+  // NumPy's shifts: a count outside [0, bits) shifts everything out (the
+  // sign left by a right shift).
+  const bool in = y >= 0 && y < bits;
+  if (op == "left_shift") return out = wrap(in ? static_cast<int64_t>(static_cast<uint64_t>(x) << y) : 0), true;
+  return out = wrap(in ? x >> y : (x < 0 ? -1 : 0)), true;
 }
 
 Reg FastLoop::Impl::binary_general(const FNode& n, const Reg& a, const Reg& b, State& st) const {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <map>
@@ -31,7 +32,10 @@ struct Reg {
   // Obj: any other value (a slice, a string, a list), held in State::objects,
   // passed to primitives as it is. NpF32 and NpI32: NumPy's float32 and
   // int32 scalars, held as the double (exactly) and the int64 (sign
-  // extended) of their value, so that f and i read them as the wider kinds.
+  // extended) of their value, so that f and i read them as the wider kinds;
+  // NpI8 ... NpU32 the other integer scalars narrower than int64 (int8,
+  // uint8, int16, uint16, uint32), held as the int64 of their value too
+  // (narrow_int_kind below: their widths and NumPy's promotion).
   enum Kind : uint8_t {
     Undef,
     Nil,
@@ -43,6 +47,11 @@ struct Reg {
     NpFloat,
     NpF32,
     NpI32,
+    NpI8,
+    NpU8,
+    NpI16,
+    NpU16,
+    NpU32,
     Arr,
     Obj
   };
@@ -73,13 +82,104 @@ struct Reg {
     r.b = b;
     return r;
   }
-  bool strong() const { return k >= NpBool && k <= NpI32; }
-  bool scalar() const { return k >= PyBool && k <= NpI32; }
-  bool narrow() const { return k == NpF32 || k == NpI32; }
+  bool strong() const { return k >= NpBool && k <= NpU32; }
+  bool scalar() const { return k >= PyBool && k <= NpU32; }
+  bool narrow() const { return k >= NpF32 && k <= NpU32; }
   // The payload is `i` (ints of any width) or `f` (floats of any width).
-  bool int_payload() const { return k == PyInt || k == NpInt || k == NpI32; }
+  bool int_payload() const { return k == PyInt || k == NpInt || (k >= NpI32 && k <= NpU32); }
   bool float_payload() const { return k == PyFloat || k == NpFloat || k == NpF32; }
 };
+
+// NumPy's integer scalars narrower than int64 (NpI32 ... NpU32): their
+// dtype, width and sign; the register kind of an integer dtype (Undef for
+// int64, uint64 and the rest); the value wrapped to the kind (NumPy's
+// integer arithmetic wraps around); whether a Python int fits it (NEP 50:
+// NumPy 2 raises OverflowError for one that does not); and the kind two of
+// them promote to (np.promote_types: NpInt for int64; Undef for a float).
+inline bool narrow_int_kind(int k) { return k >= Reg::NpI32 && k <= Reg::NpU32; }
+inline DType narrow_int_dtype(int k) {
+  switch (k) {
+    case Reg::NpI8: return DType::int8;
+    case Reg::NpU8: return DType::uint8;
+    case Reg::NpI16: return DType::int16;
+    case Reg::NpU16: return DType::uint16;
+    case Reg::NpU32: return DType::uint32;
+    default: return DType::int32;
+  }
+}
+inline int narrow_int_bits(int k) {
+  return k == Reg::NpI8 || k == Reg::NpU8 ? 8 : k == Reg::NpI16 || k == Reg::NpU16 ? 16 : 32;
+}
+inline bool narrow_int_unsigned(int k) {
+  return k == Reg::NpU8 || k == Reg::NpU16 || k == Reg::NpU32;
+}
+inline Reg::Kind int_kind_of(DType dt) {
+  switch (dt) {
+    case DType::int8: return Reg::NpI8;
+    case DType::uint8: return Reg::NpU8;
+    case DType::int16: return Reg::NpI16;
+    case DType::uint16: return Reg::NpU16;
+    case DType::int32: return Reg::NpI32;
+    case DType::uint32: return Reg::NpU32;
+    default: return Reg::Undef;
+  }
+}
+inline int64_t narrow_int_wrap(int k, int64_t v) {
+  switch (k) {
+    case Reg::NpI8: return static_cast<int8_t>(static_cast<uint8_t>(v));
+    case Reg::NpU8: return static_cast<uint8_t>(v);
+    case Reg::NpI16: return static_cast<int16_t>(static_cast<uint16_t>(v));
+    case Reg::NpU16: return static_cast<uint16_t>(v);
+    case Reg::NpU32: return static_cast<uint32_t>(v);
+    default: return static_cast<int32_t>(static_cast<uint32_t>(v));
+  }
+}
+inline bool narrow_int_fits(int k, int64_t v) { return narrow_int_wrap(k, v) == v; }
+inline Reg::Kind narrow_int_promote(int a, int b) {
+  if (a == b) return static_cast<Reg::Kind>(a);
+  const int ba = narrow_int_bits(a), bb = narrow_int_bits(b);
+  const bool ua = narrow_int_unsigned(a), ub = narrow_int_unsigned(b);
+  int bits;
+  bool uns;
+  if (ua == ub) {
+    bits = std::max(ba, bb), uns = ua;
+  } else {
+    // A signed and an unsigned: the signed kind wide enough for both.
+    const int ubits = ua ? ba : bb, sbits = ua ? bb : ba;
+    bits = sbits > ubits ? sbits : 2 * ubits, uns = false;
+  }
+  if (bits > 32) return Reg::NpInt;
+  if (bits == 8) return uns ? Reg::NpU8 : Reg::NpI8;
+  if (bits == 16) return uns ? Reg::NpU16 : Reg::NpI16;
+  return uns ? Reg::NpU32 : Reg::NpI32;
+}
+
+// Whether NumPy 2 stores the number `v` into an element of dtype `dt`
+// without an OverflowError (check_scalar_store's rule, primitives/storage.cpp):
+// Python's ints and floats (truncated) must fit an integer dtype; NumPy's
+// scalars of another kind must fit a signed one (an unsigned one wraps them).
+// NaN and infinity are left to the caller.
+inline bool store_fits(const Reg& v, DType dt) {
+  if (!is_integer(dt) || v.k == Reg::PyBool || v.k == Reg::NpBool) return true;
+  if (v.k != Reg::PyInt && v.k != Reg::PyFloat) {
+    if (!is_signed_integer(dt) || v.k == int_kind_of(dt)) return true;
+    if (dt == DType::int64 && v.k == Reg::NpInt) return true;
+  }
+  const int bits = static_cast<int>(dtype_size(dt) * 8);
+  const bool uns = !is_signed_integer(dt);
+  if (v.int_payload()) {
+    if (uns && v.i < 0) return false;
+    if (bits == 64) return true;
+    const int64_t lo = uns ? 0 : -(int64_t{1} << (bits - 1));
+    const int64_t hi = uns ? (int64_t{1} << bits) - 1 : (int64_t{1} << (bits - 1)) - 1;
+    return v.i >= lo && v.i <= hi;
+  }
+  if (!v.float_payload() || !std::isfinite(v.f)) return true;
+  const double t = std::trunc(v.f);
+  const double lo = uns ? 0.0 : -std::ldexp(1.0, bits - 1);
+  const double end = std::ldexp(1.0, uns ? bits : bits - 1);
+  return t >= lo && t < end;
+}
 
 // Thrown inside a turn for anything the fast path leaves to the general
 // evaluation; caught where the turn began.
@@ -170,6 +270,15 @@ using fl::kMaxDims;
 using fl::kMaxNewBytes;
 using fl::Op;
 using fl::Reg;
+using fl::int_kind_of;
+using fl::narrow_int_bits;
+using fl::narrow_int_dtype;
+using fl::narrow_int_fits;
+using fl::narrow_int_kind;
+using fl::narrow_int_promote;
+using fl::narrow_int_unsigned;
+using fl::narrow_int_wrap;
+using fl::store_fits;
 
 // An array result of this many elements makes a loop go the general way
 // (FastLoop::run).
@@ -486,6 +595,11 @@ struct FastLoop::Impl {
       case Reg::PyInt:
       case Reg::NpInt:
       case Reg::NpI32:
+      case Reg::NpI8:
+      case Reg::NpU8:
+      case Reg::NpI16:
+      case Reg::NpU16:
+      case Reg::NpU32:
         return r.i != 0;
       case Reg::PyFloat:
       case Reg::NpFloat:
@@ -511,9 +625,17 @@ struct FastLoop::Impl {
     }
   }
   Reg binary(const FNode& n, const Reg& a, const Reg& b, State& st) const;
-  // An operand a float32 or int32 scalar (NumPy 2's promotion, NEP 50).
+  // An operand a float32 or a NumPy integer scalar narrower than int64
+  // (NumPy 2's promotion, NEP 50).
   __attribute__((noinline)) Reg binary_narrow(const FNode& n, const Reg& a, const Reg& b,
                                               State& st) const;
+  // `x op y` of two ints held by kind k (narrow_int_kind: both of them its
+  // values), NumPy's meaning: arithmetic wrapped around, comparisons,
+  // & | ^ and shifts; false for what the general path does (by zero, an
+  // op it has no case for).
+  static bool narrow_int_op(const FNode& n, Reg::Kind k, int64_t x, int64_t y, Reg& out);
+  // The operation is & | ^ << or >> (no Fast of its own).
+  static bool int_bit_op(const FNode& n);
   // Arrays and NumPy's 0-d bools: the primitive itself.
   __attribute__((noinline)) Reg binary_general(const FNode& n, const Reg& a, const Reg& b,
                                                State& st) const;

@@ -82,7 +82,7 @@ Reg FastLoop::Impl::getitem_of(const FNode& n, const Reg& x, State& st) const {
     const ArrEntry& e = st.arrays[x.a];
     if (ints && e.indexable && static_cast<size_t>(e.nd) == nidx &&
         (e.dt == DType::float64 || e.dt == DType::int64 || e.dt == DType::bool_ ||
-         e.dt == DType::float32 || e.dt == DType::int32)) {
+         e.dt == DType::float32 || int_kind_of(e.dt) != Reg::Undef)) {
       int64_t off = 0;
       for (size_t k = 0; k < nidx; ++k) {
         int64_t j = idx[k].i < 0 ? idx[k].i + e.shape[k] : idx[k].i;
@@ -99,6 +99,16 @@ Reg FastLoop::Impl::getitem_of(const FNode& n, const Reg& x, State& st) const {
           return Reg::real(Reg::NpF32, reinterpret_cast<const float*>(e.base)[off]);
         case DType::int32:
           return Reg::make(Reg::NpI32, reinterpret_cast<const int32_t*>(e.base)[off]);
+        case DType::int8:
+          return Reg::make(Reg::NpI8, reinterpret_cast<const int8_t*>(e.base)[off]);
+        case DType::uint8:
+          return Reg::make(Reg::NpU8, reinterpret_cast<const uint8_t*>(e.base)[off]);
+        case DType::int16:
+          return Reg::make(Reg::NpI16, reinterpret_cast<const int16_t*>(e.base)[off]);
+        case DType::uint16:
+          return Reg::make(Reg::NpU16, reinterpret_cast<const uint16_t*>(e.base)[off]);
+        case DType::uint32:
+          return Reg::make(Reg::NpU32, reinterpret_cast<const uint32_t*>(e.base)[off]);
         default:
           return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e.base)[off]);
       }
@@ -187,16 +197,10 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
   }
   const ArrEntry& e = st.arrays[x.a];
   const bool float_value = v.float_payload();
-  // NaN or infinity into integers, and Python ints a narrow dtype cannot
-  // hold, are errors the general evaluation reports.
+  // NaN or infinity into integers, and numbers an integer dtype cannot hold
+  // (store_fits), are errors the general evaluation reports.
   if (float_value && !std::isfinite(v.f) && !is_inexact(e.dt) && e.dt != DType::bool_) throw BAIL;
-  if (v.k == Reg::PyInt && is_integer(e.dt) && e.dt != DType::int64) {
-    try {
-      check_python_int(Value(v.i), e.dt, "setitem");
-    } catch (...) {
-      throw BAIL;
-    }
-  }
+  if (!store_fits(v, e.dt)) throw BAIL;
   const size_t es = dtype_size(e.dt);
   char* p = e.base + off * static_cast<int64_t>(es);
   st.arrays[static_cast<size_t>(x.a)].written = st.epoch;  // kept for a roll-back
@@ -217,6 +221,11 @@ Reg FastLoop::Impl::setitem(const FNode& n, State& st) const {
       case Reg::PyInt:
       case Reg::NpInt:
       case Reg::NpI32:
+      case Reg::NpI8:
+      case Reg::NpU8:
+      case Reg::NpI16:
+      case Reg::NpU16:
+      case Reg::NpU32:
         *dst = element_cast<T>(v.i);
         break;
       default:
@@ -242,7 +251,7 @@ bool FastLoop::Impl::element_index(const FNode& n, const State& st, const Reg& x
       kind = Reg::PyInt;  // evaluated below
     else
       return false;
-    if (kind != Reg::PyInt && kind != Reg::NpInt && kind != Reg::NpI32) return false;
+    if (kind != Reg::PyInt && kind != Reg::NpInt && !narrow_int_kind(kind)) return false;
   }
   return true;
 }

@@ -79,6 +79,21 @@ bool scalar_reg(const Array& a, Reg& out) {
     case DType::int32:
       out = Reg::make(Reg::NpI32, a.origin<int32_t>()[0]);
       return true;
+    case DType::int8:
+      out = Reg::make(Reg::NpI8, a.origin<int8_t>()[0]);
+      return true;
+    case DType::uint8:
+      out = Reg::make(Reg::NpU8, a.origin<uint8_t>()[0]);
+      return true;
+    case DType::int16:
+      out = Reg::make(Reg::NpI16, a.origin<int16_t>()[0]);
+      return true;
+    case DType::uint16:
+      out = Reg::make(Reg::NpU16, a.origin<uint16_t>()[0]);
+      return true;
+    case DType::uint32:
+      out = Reg::make(Reg::NpU32, a.origin<uint32_t>()[0]);
+      return true;
     case DType::bool_:
       out = Reg::boolean(Reg::NpBool, a.origin<bool>()[0]);
       return true;
@@ -216,7 +231,12 @@ Value FastLoop::Impl::to_value(const Reg& r, const State& st) {
     case Reg::NpF32:
       return Value(Array::scalar(r.f, DType::float32));
     case Reg::NpI32:
-      return Value(Array::scalar(static_cast<double>(r.i), DType::int32));
+    case Reg::NpI8:
+    case Reg::NpU8:
+    case Reg::NpI16:
+    case Reg::NpU16:
+    case Reg::NpU32:
+      return Value(Array::scalar(static_cast<double>(r.i), narrow_int_dtype(r.k)));
     case Reg::Arr:
       return Value(st.arrays[r.a].array);
     case Reg::Obj:

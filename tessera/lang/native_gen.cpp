@@ -135,6 +135,11 @@ llvm::Value* Gen::truth(const CV& v) {
     case Reg::PyInt:
     case Reg::NpInt:
     case Reg::NpI32:
+    case Reg::NpI8:
+    case Reg::NpU8:
+    case Reg::NpI16:
+    case Reg::NpU16:
+    case Reg::NpU32:
       return b.CreateICmpNE(v.v, b.getInt64(0));
     case Reg::PyFloat:
     case Reg::NpFloat:

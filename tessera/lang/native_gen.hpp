@@ -73,23 +73,27 @@ struct Jit {
 };
 Jit& jit();
 
-// By payload: an int (i64; int32 too, sign extended) or a float (double;
-// float32 too, its value exactly).
-inline bool is_int(Reg::Kind k) { return k == Reg::PyInt || k == Reg::NpInt || k == Reg::NpI32; }
+// By payload: an int (i64; int32 ... uint32 too, sign or zero extended) or a
+// float (double; float32 too, its value exactly).
+inline bool is_int(Reg::Kind k) {
+  return k == Reg::PyInt || k == Reg::NpInt || (k >= Reg::NpI32 && k <= Reg::NpU32);
+}
 inline bool is_float(Reg::Kind k) {
   return k == Reg::PyFloat || k == Reg::NpFloat || k == Reg::NpF32;
 }
 inline bool is_bool(Reg::Kind k) { return k == Reg::PyBool || k == Reg::NpBool; }
-inline bool is_narrow(int k) { return k == Reg::NpF32 || k == Reg::NpI32; }
-inline bool is_strong(Reg::Kind k) { return k >= Reg::NpBool && k <= Reg::NpI32; }
-inline bool is_scalar(Reg::Kind k) { return k >= Reg::PyBool && k <= Reg::NpI32; }
+inline bool is_narrow(int k) { return k >= Reg::NpF32 && k <= Reg::NpU32; }
+inline bool is_strong(Reg::Kind k) { return k >= Reg::NpBool && k <= Reg::NpU32; }
+inline bool is_scalar(Reg::Kind k) { return k >= Reg::PyBool && k <= Reg::NpU32; }
 
 constexpr int kDynF32 = 102;  // (below, with CV)
 
 inline const char* kind_name(Reg::Kind k) {
   static const char* names[] = {"undefined",  "None",       "bool",     "int",
                                 "float",      "np.bool",    "np.int64", "np.float64",
-                                "np.float32", "np.int32",   "array",    "object"};
+                                "np.float32", "np.int32",   "np.int8",  "np.uint8",
+                                "np.int16",   "np.uint16",  "np.uint32", "array",
+                                "object"};
   if (static_cast<int>(k) == kDynF32) return "float or np.float32 by turns";
   if (k < Reg::Undef || k > Reg::Obj) return "value of a kind known only at run time";
   return names[k];
@@ -817,6 +821,19 @@ struct Gen {
   // past int64 bails (the general path's OverflowError), unless `v.s` says
   // that turn's number is NumPy's.
   llvm::Value* int_negative(const CV& v);
+  // The operation is & | ^ << or >> (no Fast of its own).
+  static bool int_bit_op_of(const FNode& n);
+  // `x op y` of two int64 payloads that kind k (narrow_int_kind) holds:
+  // NumPy's arithmetic wrapped to k, comparisons, & | ^ and shifts.
+  CV narrow_int_op(const FNode& n, int k, llvm::Value* x, llvm::Value* y);
+  // & | ^ << >> of two ints of any kind (NumPy's or Python's meaning).
+  CV int_bit_binary(const FNode& n, CV a, CV c);
+  // An int64 wrapped to NumPy's integer kind k (narrow_int_kind: truncated,
+  // then sign or zero extended back to i64).
+  llvm::Value* wrap_int(int k, llvm::Value* v) {
+    llvm::Value* t = b.CreateTrunc(v, b.getIntNTy(static_cast<unsigned>(narrow_int_bits(k))));
+    return narrow_int_unsigned(k) ? b.CreateZExt(t, i64) : b.CreateSExt(t, i64);
+  }
   CV negate(const FNode& n);
 
   int probe(const FNode& n, UnaryOp op, const CV& v);

@@ -4,6 +4,7 @@
 // astype, and the log of element writes (one by one, or the array copied).
 #include "tessera/lang/native_gen.hpp"
 
+#include <cmath>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -364,18 +365,19 @@ CV Gen::getitem(const FNode& n) {
     case DType::float32:
       t = b.getFloatTy(), k = Reg::NpF32;
       break;
-    case DType::int32:
-      t = i32, k = Reg::NpI32;
-      break;
     default:
-      throw Refuse{std::string("an element read of dtype ") + std::string(dtype_name(e.dt))};
+      k = int_kind_of(e.dt);
+      if (k == Reg::Undef)
+        throw Refuse{std::string("an element read of dtype ") + std::string(dtype_name(e.dt))};
+      t = b.getIntNTy(static_cast<unsigned>(narrow_int_bits(k)));
   }
   llvm::Value* off = element_offset(n, r, 1, nidx);
   llvm::Value* p = b.CreateBitCast(abase(r), t->getPointerTo());
   llvm::Value* v = b.CreateLoad(t, b.CreateInBoundsGEP(t, p, off));
   if (k == Reg::NpBool) v = b.CreateICmpNE(v, b.getInt8(0));
   if (k == Reg::NpF32) v = b.CreateFPExt(v, f64);
-  if (k == Reg::NpI32) v = b.CreateSExt(v, i64);
+  if (narrow_int_kind(k))
+    v = narrow_int_unsigned(k) ? b.CreateZExt(v, i64) : b.CreateSExt(v, i64);
   count(n.counter);
   for (int c : n.also_count) count(c);
   return CV{k, v};
@@ -453,10 +455,14 @@ CV Gen::setitem(const FNode& n) {
       t = i64;
       break;
     case DType::int32:
-      t = i32;
+    case DType::int16:
+    case DType::int8:
+      t = b.getIntNTy(static_cast<unsigned>(dtype_size(e.dt) * 8));
       break;
     case DType::uint8:
-      t = i8, is_unsigned = true;
+    case DType::uint16:
+    case DType::uint32:
+      t = b.getIntNTy(static_cast<unsigned>(dtype_size(e.dt) * 8)), is_unsigned = true;
       break;
     case DType::bool_:
       t = i8;
@@ -466,17 +472,43 @@ CV Gen::setitem(const FNode& n) {
   }
   llvm::Value* off = element_offset(n, r, 2, nidx);
   // What the interpreter leaves to the general path: NaN or infinity into
-  // integers, a Python int out of a narrow dtype's range.
+  // integers (and below, numbers an integer dtype cannot hold).
   if (is_float(vk) && e.dt != DType::float64 && e.dt != DType::float32 && e.dt != DType::bool_) {
     llvm::Value* finite = b.CreateFCmpOLT(b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v.v),
                                           llvm::ConstantFP::getInfinity(f64));
     bail_if(b.CreateNot(finite));
   }
-  if (vk == Reg::PyInt && (e.dt == DType::int32 || e.dt == DType::uint8)) {
-    const int64_t lo = e.dt == DType::int32 ? INT32_MIN : 0;
-    const int64_t hi = e.dt == DType::int32 ? INT32_MAX : 255;
-    llvm::Value* out = b.CreateOr(b.CreateICmpSLT(v.v, b.getInt64(lo)), b.CreateICmpSGT(v.v, b.getInt64(hi)));
-    bail_if(v.s ? b.CreateAnd(b.CreateNot(v.s), out) : out);
+  if (is_integer(e.dt) && !is_bool(vk) && !narrow) {
+    // A number the dtype cannot hold (store_fits, fastloop_impl.hpp): NumPy's
+    // OverflowError, the general path's. Python's ints and floats are
+    // checked; NumPy's scalars only into a signed dtype not of their kind.
+    const bool sgn = is_signed_integer(e.dt);
+    auto np_checked = [&](int k) {
+      return sgn && k != int_kind_of(e.dt) && !(e.dt == DType::int64 && k == Reg::NpInt);
+    };
+    llvm::Value* checked;
+    if (vk == Reg::PyInt || vk == Reg::PyFloat) {
+      // Python's kind, or NumPy's by turns (s)
+      checked = !v.s || np_checked(np_kind(vk)) ? b.getTrue() : b.CreateNot(v.s);
+    } else {
+      checked = b.getInt1(np_checked(vk));
+    }
+    const int bits = static_cast<int>(dtype_size(e.dt) * 8);
+    llvm::Value* out = nullptr;
+    if (is_int(vk)) {
+      if (bits < 64) {
+        const int64_t lo = sgn ? -(int64_t{1} << (bits - 1)) : 0;
+        const int64_t hi = sgn ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;
+        out = b.CreateOr(b.CreateICmpSLT(v.v, b.getInt64(lo)), b.CreateICmpSGT(v.v, b.getInt64(hi)));
+      }
+    } else {
+      llvm::Value* t = b.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, v.v);
+      const double lo = sgn ? -std::ldexp(1.0, bits - 1) : 0.0;
+      const double end = std::ldexp(1.0, sgn ? bits - 1 : bits);
+      out = b.CreateNot(b.CreateAnd(b.CreateFCmpOGE(t, llvm::ConstantFP::get(f64, lo)),
+                                    b.CreateFCmpOLT(t, llvm::ConstantFP::get(f64, end))));
+    }
+    if (out) bail_if(b.CreateAnd(checked, out));
   }
   // element_cast<T>(v)
   llvm::Value* x;

@@ -227,67 +227,50 @@ bool Gen::narrow_binary(const FNode& n, CV& a, CV& c) {
     }
     return nullptr;
   };
-  auto as_i32 = [&](const CV& v) -> llvm::Value* {
-    if (v.k == Reg::NpI32) return v.v;
-    if (v.k == Reg::PyInt) {
-      bail_if(b.CreateICmpUGT(b.CreateAdd(v.v, b.getInt64(int64_t{1} << 31)),
-                              b.getInt64(UINT32_MAX)));
-      return v.v;
-    }
-    return nullptr;
-  };
+  auto small_int = [](int k) { return narrow_int_kind(k) && narrow_int_bits(k) <= 16; };
   if (ka == Reg::NpF32 || kb == Reg::NpF32) {
-    if ((ka == Reg::NpF32 || ka == Reg::PyFloat || ka == Reg::PyInt) &&
-        (kb == Reg::NpF32 || kb == Reg::PyFloat || kb == Reg::PyInt)) {
+    auto f32able = [&](int k) {
+      return k == Reg::NpF32 || k == Reg::PyFloat || k == Reg::PyInt || small_int(k);
+    };
+    if (f32able(ka) && f32able(kb)) {
       if (n.fast < Fast::add || n.fast > Fast::ne) return false;  // arithmetic, comparisons
-      llvm::Value* x = as_f32(a);  // (in this order: their checks)
-      llvm::Value* y = as_f32(c);
+      // An int of 16 bits or fewer: exactly a float32 (its payload zero or
+      // sign extended, so signed conversion is right for both).
+      auto op = [&](const CV& v) { return small_int(v.k) ? b.CreateSIToFP(v.v, f32) : as_f32(v); };
+      llvm::Value* x = op(a);  // (in this order: their checks)
+      llvm::Value* y = op(c);
       llvm::Value* r = f32_op(n.fast, x, y);
       const bool compare = n.fast >= Fast::lt && n.fast <= Fast::ne;
       a = compare ? CV{Reg::NpBool, r} : CV{Reg::NpF32, b.CreateFPExt(r, f64)};
       c = CV{Reg::Nil};
       return true;
     }
-  } else if ((ka == Reg::NpI32 || ka == Reg::PyInt) && (kb == Reg::NpI32 || kb == Reg::PyInt)) {
-    llvm::Value* x = as_i32(a);
-    llvm::Value* y = as_i32(c);
-    auto wrap = [&](llvm::Value* v) { return CV{Reg::NpI32, b.CreateSExt(b.CreateTrunc(v, i32), i64)}; };
-    switch (n.fast) {
-      case Fast::add: a = wrap(b.CreateAdd(x, y)); break;
-      case Fast::sub: a = wrap(b.CreateSub(x, y)); break;
-      case Fast::mul: a = wrap(b.CreateMul(x, y)); break;
-      case Fast::div:
-        bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
-        a = CV{Reg::NpFloat, b.CreateFDiv(b.CreateSIToFP(x, f64), b.CreateSIToFP(y, f64))};
-        break;
-      case Fast::floordiv:
-      case Fast::mod: {
-        // INT32_MIN // -1 (NumPy wraps) and by zero: the general path's.
-        bail_if(b.CreateAnd(b.CreateICmpEQ(y, b.getInt64(-1)),
-                            b.CreateICmpEQ(x, b.getInt64(INT32_MIN))));
-        CV r = int_op0(n.fast, x, y);  // Python's meaning on int64; bails by zero
-        a = CV{Reg::NpI32, r.v};
-        break;
-      }
-      default: {
-        CV r = int_op0(n.fast, x, y);  // the comparisons
-        a = CV{Reg::NpBool, r.v};
-      }
+  } else if ((narrow_int_kind(ka) || ka == Reg::PyInt) && (narrow_int_kind(kb) || kb == Reg::PyInt)) {
+    const int k = !narrow_int_kind(ka)   ? kb
+                  : !narrow_int_kind(kb) ? ka
+                                         : narrow_int_promote(ka, kb);
+    if (k != Reg::NpInt) {
+      if (n.fast == Fast::none && !int_bit_op_of(n)) return false;
+      // A Python int the kind cannot hold: NumPy's OverflowError (the
+      // general path's).
+      for (const CV* v : {&a, &c})
+        if (v->k == Reg::PyInt) bail_if(b.CreateICmpNE(wrap_int(k, v->v), v->v));
+      a = narrow_int_op(n, k, a.v, c.v);
+      c = CV{Reg::Nil};
+      return true;
     }
-    c = CV{Reg::Nil};
-    return true;
   }
   // As float64 / int64 NumPy scalars: with another NumPy number, or an
-  // int32 with a Python float.
+  // integer scalar with a Python float.
   auto np_wide = [](int k) {
-    return k == Reg::NpFloat || k == Reg::NpInt || k == Reg::NpF32 || k == Reg::NpI32;
+    return k == Reg::NpFloat || k == Reg::NpInt || k == Reg::NpF32 || narrow_int_kind(k);
   };
-  if (!(np_wide(ka) && np_wide(kb)) && !(ka == Reg::NpI32 && kb == Reg::PyFloat) &&
-      !(kb == Reg::NpI32 && ka == Reg::PyFloat))
+  if (!(np_wide(ka) && np_wide(kb)) && !(narrow_int_kind(ka) && kb == Reg::PyFloat) &&
+      !(narrow_int_kind(kb) && ka == Reg::PyFloat))
     return false;
   auto widen = [](CV& v) {
     if (v.k == Reg::NpF32) v.k = Reg::NpFloat;
-    if (v.k == Reg::NpI32) v.k = Reg::NpInt;
+    if (narrow_int_kind(v.k)) v.k = Reg::NpInt;
   };
   widen(a);
   widen(c);
@@ -355,6 +338,87 @@ CV Gen::binary(const FNode& n) {
     return wide_binary(n, a, c);
   }
   return wide_binary(n, a, c);
+}
+
+bool Gen::int_bit_op_of(const FNode& n) {
+  if (!n.spec) return false;
+  const std::string& op = n.spec->name;
+  return op == "bitwise_and" || op == "bitwise_or" || op == "bitwise_xor" ||
+         op == "left_shift" || op == "right_shift";
+}
+
+CV Gen::narrow_int_op(const FNode& n, int k, llvm::Value* x, llvm::Value* y) {
+  const bool compare = n.fast >= Fast::lt && n.fast <= Fast::ne;
+  if (compare) return CV{Reg::NpBool, int_op0(n.fast, x, y).v};
+  switch (n.fast) {
+    case Fast::add: return CV{k, wrap_int(k, b.CreateAdd(x, y))};
+    case Fast::sub: return CV{k, wrap_int(k, b.CreateSub(x, y))};
+    case Fast::mul: return CV{k, wrap_int(k, b.CreateMul(x, y))};
+    case Fast::div:
+      bail_if(b.CreateICmpEQ(y, b.getInt64(0)));  // NumPy's inf or nan and its warning
+      return CV{Reg::NpFloat, b.CreateFDiv(b.CreateSIToFP(x, f64), b.CreateSIToFP(y, f64))};
+    case Fast::floordiv:
+    case Fast::mod: {
+      // The most negative value // -1 (NumPy wraps with a warning) and by
+      // zero: the general path's.
+      if (!narrow_int_unsigned(k)) {
+        const int64_t lo = -(int64_t{1} << (narrow_int_bits(k) - 1));
+        bail_if(b.CreateAnd(b.CreateICmpEQ(y, b.getInt64(-1)), b.CreateICmpEQ(x, b.getInt64(lo))));
+      }
+      return CV{k, int_op0(n.fast, x, y).v};  // Python's meaning on int64; bails by zero
+    }
+    default:
+      break;
+  }
+  const std::string& op = n.spec->name;
+  if (op == "bitwise_and") return CV{k, b.CreateAnd(x, y)};
+  if (op == "bitwise_or") return CV{k, b.CreateOr(x, y)};
+  if (op == "bitwise_xor") return CV{k, b.CreateXor(x, y)};
+  // NumPy's shifts: a count outside [0, bits) shifts everything out (the
+  // sign left by a right shift).
+  const int bits = narrow_int_bits(k);
+  llvm::Value* in = b.CreateICmpULT(y, b.getInt64(bits));
+  llvm::Value* count = b.CreateAnd(y, b.getInt64(63));
+  if (op == "left_shift")
+    return CV{k, b.CreateSelect(in, wrap_int(k, b.CreateShl(x, count)), b.getInt64(0))};
+  llvm::Value* sign = b.CreateAShr(x, b.getInt64(63));
+  return CV{k, b.CreateSelect(in, b.CreateAShr(x, count), sign)};
+}
+
+CV Gen::int_bit_binary(const FNode& n, CV a, CV c) {
+  if (is_narrow(a.k) || is_narrow(c.k)) {
+    if (!narrow_binary(n, a, c)) {
+      throw Refuse{std::string("'") + n.spec->name + "' of a " +
+                   kind_name(static_cast<Reg::Kind>(a.k)) + " and a " +
+                   kind_name(static_cast<Reg::Kind>(c.k))};
+    }
+    if (c.k == Reg::Nil) return a;  // computed in the narrow kind
+  }
+  // Python's ints and NumPy's int64 (the strong bit: NumPy's when either is).
+  const std::string& op = n.spec->name;
+  llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
+  llvm::Value* x = a.v;
+  llvm::Value* y = c.v;
+  if (op == "bitwise_and") return mk(Reg::PyInt, b.CreateAnd(x, y), strong);
+  if (op == "bitwise_or") return mk(Reg::PyInt, b.CreateOr(x, y), strong);
+  if (op == "bitwise_xor") return mk(Reg::PyInt, b.CreateXor(x, y), strong);
+  llvm::Value* in = b.CreateICmpULT(y, b.getInt64(64));
+  llvm::Value* count = b.CreateAnd(y, b.getInt64(63));
+  llvm::Value* weak = b.CreateNot(strong);
+  if (op == "right_shift") {
+    // Python: a negative count is its ValueError (the general path's); past
+    // 63 the sign, as NumPy's int64 gives for any count outside [0, 64).
+    bail_if(b.CreateAnd(weak, b.CreateICmpSLT(y, b.getInt64(0))));
+    return mk(Reg::PyInt, b.CreateSelect(in, b.CreateAShr(x, count), b.CreateAShr(x, b.getInt64(63))),
+              strong);
+  }
+  // left_shift. Python's int does not overflow: a result past int64, or a
+  // negative count, is the general path's; NumPy's int64 wraps, 0 for a
+  // count outside [0, 64).
+  llvm::Value* r = b.CreateShl(x, count);
+  llvm::Value* lost = b.CreateOr(b.CreateNot(in), b.CreateICmpNE(b.CreateAShr(r, count), x));
+  bail_if(b.CreateAnd(weak, lost));
+  return mk(Reg::PyInt, b.CreateSelect(in, r, b.getInt64(0)), strong);
 }
 
 llvm::Value* Gen::f32_op(Fast f, llvm::Value* x, llvm::Value* y) {
@@ -571,8 +635,7 @@ CV Gen::call(const FNode& n) {
     // other kind is the primitive's TypeError, on the general path.
     CV v = eval(n.kids[0]);
     const auto vk = static_cast<Reg::Kind>(v.k);
-    if (v.k == kDyn || !(vk == Reg::PyInt || vk == Reg::NpInt || vk == Reg::NpI32 ||
-                         vk == Reg::PyBool))
+    if (v.k == kDyn || !(is_int(vk) || vk == Reg::PyBool))
       throw Refuse{"a range bound that is not an int"};
     count(n.slot);
     return v;
@@ -594,6 +657,17 @@ CV Gen::call(const FNode& n) {
   }
   if (n.spec->name == "searchsorted" && (n.kids.size() == 2 || n.kids.size() == 3))
     return searchsorted(n);
+  if (int_bit_op_of(n) && n.kids.size() == 2) {
+    // & | ^ << >> (primitives of their own, not Op::Binary): of ints only.
+    CV a = eval(n.kids[0]);
+    CV c = eval(n.kids[1]);
+    if (a.k == kDyn || c.k == kDyn || !is_int(static_cast<Reg::Kind>(a.k)) ||
+        !is_int(static_cast<Reg::Kind>(c.k)))
+      throw Refuse{"'" + n.spec->name + "' of what is not two ints"};
+    CV r = int_bit_binary(n, a, c);
+    count(n.slot);
+    return r;
+  }
   auto it = ops.find(n.spec->name);
   if (it == ops.end() || n.kids.size() != 1)
     throw Refuse{"'" + n.spec->name + "' has no native code"};
@@ -660,7 +734,7 @@ CV Gen::negate(const FNode& n) {
 
 llvm::Value* Gen::int_negative(const CV& v) {
   const auto vk = static_cast<Reg::Kind>(v.k);
-  if (vk == Reg::NpI32) return b.CreateSExt(b.CreateNeg(b.CreateTrunc(v.v, b.getInt32Ty())), i64);
+  if (narrow_int_kind(vk)) return wrap_int(vk, b.CreateNeg(v.v));
   if (vk == Reg::PyInt) {
     llvm::Value* over = b.CreateICmpEQ(v.v, b.getInt64(INT64_MIN));
     if (v.s) over = b.CreateAnd(over, b.CreateNot(v.s));
@@ -674,7 +748,7 @@ int Gen::probe(const FNode& n, UnaryOp op, const CV& v) {
   Value sample = vk == Reg::PyFloat ? Value(0.375)
                  : vk == Reg::NpFloat ? Value(Array::scalar(0.375))
                  : vk == Reg::NpF32   ? Value(Array::scalar(0.375, DType::float32))
-                 : vk == Reg::NpI32   ? Value(Array::scalar(3.0, DType::int32))
+                 : narrow_int_kind(vk) ? Value(Array::scalar(3.0, narrow_int_dtype(vk)))
                  : vk == Reg::PyInt   ? Value(int64_t{3})
                                       : Value(Array::scalar_int(3));
   const double xs = is_float(vk) ? 0.375 : 3.0;

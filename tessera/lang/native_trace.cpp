@@ -31,6 +31,11 @@ const char* kind_name(Reg::Kind k) {
     case Reg::NpFloat: return "np.float64";
     case Reg::NpF32: return "np.float32";
     case Reg::NpI32: return "np.int32";
+    case Reg::NpI8: return "np.int8";
+    case Reg::NpU8: return "np.uint8";
+    case Reg::NpI16: return "np.int16";
+    case Reg::NpU16: return "np.uint16";
+    case Reg::NpU32: return "np.uint32";
     case Reg::Arr: return "array";
     case Reg::Obj: return "object";
   }

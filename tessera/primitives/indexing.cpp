@@ -575,7 +575,7 @@ Value setitem(Args& a) {
   }
   Array x = a[0].as_array();
   if (!a[1].is_numeric() && !a[1].is_list()) a.type_error(1, "a number or an array");
-  check_python_int(a[1], x.dtype(), a.op());
+  check_scalar_store(a[1], x.dtype(), false, a.op());
   if (a[1].is_array() && a[1].as_array().weak() && !is_complex(x.dtype()) &&
       x.dtype() != DType::bool_) {
     // NumPy: a Python complex number does not go into a real array (a NumPy
@@ -593,6 +593,7 @@ Value setitem(Args& a) {
        (a[1].is_array() && a[1].as_array().size() == 1 && a[1].as_array().ndim() == 0)) &&
       element_offset(x, idx, a.op(), offset)) {
     // x[i, j] = v: one element, cast as NumPy's assignment casts.
+    check_scalar_store(a[1], x.dtype(), true, a.op());
     Array v = a.array(1);
     if (!is_floating(x.dtype()) && x.dtype() != DType::bool_ && is_floating(v.dtype()) &&
         !std::isfinite(v.get_double(0))) {
@@ -628,6 +629,7 @@ Value setitem(Args& a) {
                       shape_str(v.shape()), " into shape ", shape_str(sel.shape)));
   }
   if (sel.basic) {
+    if (v.ndim() == 0) check_scalar_store(a[1], x.dtype(), true, a.op());
     Array target = Array::view(x, sel.shape, sel.strides, x.offset() + sel.layout.base);
     assign_parallel(target, v);
     return x;

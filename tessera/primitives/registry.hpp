@@ -229,6 +229,13 @@ Value run_primitive(const PrimitiveSpec& spec, Args& args);
 // an integer array of dtype `dt` that cannot hold it.
 void check_python_int(const Value& v, DType dt, const char* op);
 
+// NumPy 2's OverflowError for a number stored into an integer array that
+// cannot hold it (x[i] = v, x[a:b] = v): a Python int, a Python float
+// (truncated), and, where `numpy_scalars` (basic indexing; NumPy's fancy
+// indexing casts them), a NumPy scalar of another dtype into a signed
+// integer array (truncated; NumPy casts them into unsigned arrays, wrapping).
+void check_scalar_store(const Value& v, DType dt, bool numpy_scalars, const char* op);
+
 // Evaluates a primitive linear (or bilinear) in its data on complex
 // arguments by evaluating it on their real and imaginary parts (storage.cpp).
 Value run_complex(const PrimitiveSpec& spec, Args& args);

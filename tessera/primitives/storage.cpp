@@ -4,6 +4,8 @@
 // type of NumPy's result dtype, the kernel runs, and run_primitive stores the
 // result back in that dtype by the primitive's DTypeRule (registry.hpp).
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
 #include <set>
 #include <string>
@@ -224,6 +226,46 @@ void check_python_int(const Value& v, DType dt, const char* op) {
     throw std::overflow_error(error_message("[", op, "] Python integer ",
                                             std::to_string(v.as_int()), " out of bounds for ",
                                             dtype_name(dt)));
+  }
+}
+
+void check_scalar_store(const Value& v, DType dt, bool numpy_scalars, const char* op) {
+  check_python_int(v, dt, op);
+  if (!is_integer(dt)) return;
+  // The integer a float truncates to (NaN and infinity: the caller's error).
+  auto out_of_bounds = [&](const std::string& value) {
+    throw std::overflow_error(error_message("[", op, "] Python integer ", value,
+                                            " out of bounds for ", dtype_name(dt)));
+  };
+  auto check_float = [&](double f) {
+    if (!std::isfinite(f)) return;
+    const double t = std::trunc(f);
+    int64_t lo;
+    uint64_t hi;
+    int_range(dt, lo, hi);
+    if (t < static_cast<double>(lo) || t >= static_cast<double>(hi) + 1.0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%.0f", t);
+      out_of_bounds(buf);
+    }
+  };
+  if (v.is_float()) {
+    check_float(v.as_float());
+    return;
+  }
+  if (!numpy_scalars || !v.is_array() || !is_signed_integer(dt)) return;
+  const Array& a = v.as_array();
+  if (a.ndim() != 0 || a.weak() || a.dtype() == dt || a.dtype() == DType::bool_) return;
+  if (is_floating(a.dtype())) {
+    check_float(a.get_double(0));
+  } else if (a.dtype() == DType::uint64) {
+    const uint64_t u = a.origin<uint64_t>()[0];
+    if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+        !fits(static_cast<int64_t>(u), dt))
+      out_of_bounds(std::to_string(u));
+  } else if (is_integer(a.dtype())) {
+    const int64_t i = a.get_int(0);
+    if (!fits(i, dt)) out_of_bounds(std::to_string(i));
   }
 }
 
