@@ -771,6 +771,10 @@ struct Gen {
   // elements unless they are the same view.
   bool slice_write_of(const FNode& n);
   CV slice_write(const FNode& n);
+  // x.sort() of a 1-d array variable (its translated setitem): in place by a
+  // helper (native_sort_1d), the array logged whole once.
+  bool sort_in_place_of(const FNode& n) const;
+  CV sort_in_place(const FNode& n);
   // x[:] = c, x[:, :] = c of an array of any rank: every element set to the number c.
   bool whole_fill_of(const FNode& n);
   CV whole_fill(const FNode& n);

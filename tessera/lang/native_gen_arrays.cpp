@@ -402,6 +402,7 @@ CV Gen::setitem(const FNode& n) {
   if (list_var(n.kids[0])) return list_setitem(n);
   if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
     throw Refuse{"an element write to what is not an array variable"};
+  if (sort_in_place_of(n)) return sort_in_place(n);
   if (slice_write_of(n)) return slice_write(n);
   const int r = n.kids[0].reg;
   // y[i] = x[j] of a float32 or narrow int x, cast exactly: the element as
@@ -546,6 +547,50 @@ CV Gen::setitem(const FNode& n) {
     log_unless_fresh(r, p, it, size, "log_old");
   }
   b.CreateStore(x, p);
+  count(n.counter);
+  for (int c : n.also_count) count(c);
+  return CV{Reg::Arr, nullptr, nullptr, r};
+}
+
+bool Gen::sort_in_place_of(const FNode& n) const {
+  // x.sort(): `x = setitem(x, sort(x, axis=-1), "...")` as translated
+  // (python/tessera/_assignments.py), x a 1-d array variable.
+  if (n.kids.size() != 3) return false;
+  const FNode& v = n.kids[1];
+  const FNode& at = n.kids[2];
+  const int r = n.kids[0].reg;
+  if (at.op != Op::Const || !at.const_arg || !at.const_arg->is_string() ||
+      at.const_arg->as_string() != "...")
+    return false;
+  if (v.op != Op::Call || !v.spec || v.spec->name != "sort" || v.kids.empty() ||
+      v.kids[0].op != Op::Var || v.kids[0].reg != r)
+    return false;
+  for (size_t k = 1; k < v.kids.size(); ++k) {  // axis -1 or 0; no other argument
+    const FNode& a = v.kids[k];
+    if (a.op != Op::Const) return false;
+    if (a.constant.k == Reg::Nil) continue;
+    if (a.constant.k != Reg::PyInt || (a.constant.i != -1 && a.constant.i != 0)) return false;
+  }
+  return atype[r].indexable && atype[r].nd == 1;
+}
+
+CV Gen::sort_in_place(const FNode& n) {
+  const int r = n.kids[0].reg;
+  const ArrT& e = atype[r];
+  if (!e.writable) throw Refuse{"x.sort() of an array that is not writable"};
+  const DType dt = e.dt;
+  if (dt != DType::float64 && dt != DType::float32 && dt != DType::int64 && dt != DType::bool_ &&
+      int_kind_of(dt) == Reg::Undef)
+    throw Refuse{std::string("x.sort() of an array of dtype ") + std::string(dtype_name(dt))};
+  if (sites) throw Refuse{"x.sort() in a turn without loops"};
+  if (rows.count(r)) throw Refuse{"x.sort() of a row view"};
+  // The whole array logged once (a copy: a sort may move every element).
+  snapshot_once(r);
+  auto* t = llvm::FunctionType::get(b.getVoidTy(), {i8p, i64, i64, i32}, false);
+  b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_sort_1d), t),
+               {b.CreateBitCast(abase(r), i8p), ashape(r, 0), astride(r, 0),
+                b.getInt32(static_cast<int32_t>(dt))});
+  count_expr(n.kids[1]);
   count(n.counter);
   for (int c : n.also_count) count(c);
   return CV{Reg::Arr, nullptr, nullptr, r};

@@ -8,8 +8,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
+#include <vector>
 
 #include "tessera/kernels/elementwise.hpp"
+#include "tessera/kernels/sort.hpp"
 #include "tessera/lang/nodes.hpp"
 #include "tessera/lang/native_arrays.hpp"
 #include "tessera/lang/native_calls.hpp"
@@ -113,6 +116,29 @@ extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
   return c->undo;
 }
 
+extern "C" void native_sort_1d(char* base, int64_t n, int64_t stride, int32_t dt) {
+  dispatch_all(static_cast<DType>(dt), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_arithmetic_v<T>) {
+      T* p = reinterpret_cast<T*>(base);
+      auto at = [&](int64_t i) -> T& { return p[i * stride]; };
+      if (n <= 32) {  // a window of a filter: insertion sort, stable
+        for (int64_t i = 1; i < n; ++i) {
+          const T v = at(i);
+          int64_t j = i;
+          for (; j > 0 && kernels::sort_less(v, at(j - 1)); --j) at(j) = at(j - 1);
+          at(j) = v;
+        }
+        return;
+      }
+      std::vector<T> buf(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = at(i);
+      std::stable_sort(buf.begin(), buf.end(), kernels::sort_less<T>);
+      for (int64_t i = 0; i < n; ++i) at(i) = buf[static_cast<size_t>(i)];
+    }
+  });
+}
+
 extern "C" double native_unary(int32_t op, double v) {
   return kernels::unary_float(static_cast<UnaryOp>(op), v);
 }
@@ -208,7 +234,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_comp_put),
                           reinterpret_cast<void*>(&native_plain_list_len),
                           reinterpret_cast<void*>(&native_loop_callee),
-                          reinterpret_cast<void*>(&native_list_append_list)};
+                          reinterpret_cast<void*>(&native_list_append_list),
+                          reinterpret_cast<void*>(&native_sort_1d)};
 
 }  // namespace native_gen
 

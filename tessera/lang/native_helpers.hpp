@@ -31,6 +31,11 @@ extern "C" double native_float_floordiv(double a, double b);
 extern "C" double native_float_mod(double a, double b);
 extern "C" double native_pow(double a, double b);
 
+// x.sort() of a 1-d array in place (`n` elements `stride` elements apart,
+// dtype `dt`): the sort primitive's order (kernels::sort_less, stable: NaNs
+// last, equal elements as they were).
+extern "C" void native_sort_1d(char* base, int64_t n, int64_t stride, int32_t dt);
+
 // np.random.random(): the interpreter's draw (fastloop.cpp, Op::Uniform),
 // counted so that a roll-back can rewind the stream.
 extern "C" double native_uniform(NativeCtx* c);
@@ -55,7 +60,7 @@ namespace native_gen {
 // The functions the generated code calls, by index into NativeCtx::helpers
 // (native_helpers()); a new one goes at the end (the disk cache's key
 // counts them).
-constexpr size_t kHelperCount = 42;
+constexpr size_t kHelperCount = 43;
 extern void* const kHelpers[kHelperCount];
 
 }  // namespace native_gen
