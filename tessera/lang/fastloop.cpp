@@ -328,19 +328,14 @@ Reg FastLoop::Impl::binary_narrow(const FNode& n, const Reg& a, const Reg& b, St
   return binary(n, widen(a), widen(b), st);
 }
 
-bool FastLoop::Impl::int_bit_op(const FNode& n) {
-  if (!n.spec) return false;
-  const std::string& op = n.spec->name;
-  return op == "bitwise_and" || op == "bitwise_or" || op == "bitwise_xor" ||
-         op == "left_shift" || op == "right_shift";
-}
-
 bool FastLoop::Impl::narrow_int_op(const FNode& n, Reg::Kind k, int64_t x, int64_t y, Reg& out) {
   auto wrap = [&](int64_t r) { return Reg::make(k, narrow_int_wrap(k, r)); };
   switch (n.fast) {
     case Fast::add: return out = wrap(x + y), true;
     case Fast::sub: return out = wrap(x - y), true;
-    case Fast::mul: return out = wrap(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y))), true;
+    case Fast::mul:
+      return out = wrap(static_cast<int64_t>(static_cast<uint64_t>(x) * static_cast<uint64_t>(y))),
+             true;
     case Fast::div:
       if (y == 0) return false;  // NumPy's inf or nan and its warning
       return out = Reg::real(Reg::NpFloat, static_cast<double>(x) / static_cast<double>(y)), true;
@@ -352,26 +347,15 @@ bool FastLoop::Impl::narrow_int_op(const FNode& n, Reg::Kind k, int64_t x, int64
     case Fast::ne: return out = Reg::boolean(Reg::NpBool, x != y), true;
     case Fast::floordiv:
     case Fast::mod:
-      // By zero (NumPy's 0 and its warning) and the most negative value // -1
-      // (a wrap NumPy warns of): the general path's.
+      // By zero (tessera's ZeroDivisionError, docs/python.md) and the most
+      // negative value // -1 (a wrap NumPy warns of): the general path's.
       if (y == 0 || (y == -1 && narrow_int_wrap(k, -x) != -x)) return false;
       return out = wrap(n.fast == Fast::floordiv ? kernels::int_floor_divide(x, y, "floor_divide")
                                                   : kernels::int_mod(x, y, "mod")),
              true;
     default:
-      break;
+      return false;  // & | ^ << >> are calls of their primitives (native code computes them)
   }
-  if (!int_bit_op(n)) return false;
-  const std::string& op = n.spec->name;
-  const int bits = narrow_int_bits(k);
-  if (op == "bitwise_and") return out = wrap(x & y), true;
-  if (op == "bitwise_or") return out = wrap(x | y), true;
-  if (op == "bitwise_xor") return out = wrap(x ^ y), true;
-  // NumPy's shifts: a count outside [0, bits) shifts everything out (the
-  // sign left by a right shift).
-  const bool in = y >= 0 && y < bits;
-  if (op == "left_shift") return out = wrap(in ? static_cast<int64_t>(static_cast<uint64_t>(x) << y) : 0), true;
-  return out = wrap(in ? x >> y : (x < 0 ? -1 : 0)), true;
 }
 
 Reg FastLoop::Impl::binary_general(const FNode& n, const Reg& a, const Reg& b, State& st) const {

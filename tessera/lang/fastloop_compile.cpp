@@ -270,7 +270,12 @@ bool FastLoop::Impl::compile(const Node* n, FNode& out) {
       auto* d = dynamic_cast<const ConstantNode*>(p->operands_[1].get());
       if (d && d->value_.is_string()) {
         const std::string& s = d->value_.as_string();
-        if (s == "int64" || s == "float64" || s == "bool" || s == "float32" || s == "int32") {
+        // np.uint8(x) and the other narrow ints: the scalar form only (an
+        // array's astype in a loop stays the primitive's call).
+        const bool narrow = s == "int8" || s == "uint8" || s == "int16" || s == "uint16" ||
+                            s == "uint32";
+        if (s == "int64" || s == "float64" || s == "bool" || s == "float32" || s == "int32" ||
+            (narrow && numpy_form && numpy_scalar->value_.as_bool())) {
           out.op = Op::AsType;
           out.cast_to = dtype_from_name(s);
           out.numpy_scalar = numpy_form && numpy_scalar->value_.as_bool();

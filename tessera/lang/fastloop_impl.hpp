@@ -629,13 +629,10 @@ struct FastLoop::Impl {
   // (NumPy 2's promotion, NEP 50).
   __attribute__((noinline)) Reg binary_narrow(const FNode& n, const Reg& a, const Reg& b,
                                               State& st) const;
-  // `x op y` of two ints held by kind k (narrow_int_kind: both of them its
-  // values), NumPy's meaning: arithmetic wrapped around, comparisons,
-  // & | ^ and shifts; false for what the general path does (by zero, an
-  // op it has no case for).
+  // `x op y` (n.fast) of two ints held by kind k (narrow_int_kind: both of
+  // them its values), NumPy's meaning: arithmetic wrapped around and
+  // comparisons; false for what the general path does (by zero).
   static bool narrow_int_op(const FNode& n, Reg::Kind k, int64_t x, int64_t y, Reg& out);
-  // The operation is & | ^ << or >> (no Fast of its own).
-  static bool int_bit_op(const FNode& n);
   // Arrays and NumPy's 0-d bools: the primitive itself.
   __attribute__((noinline)) Reg binary_general(const FNode& n, const Reg& a, const Reg& b,
                                                State& st) const;

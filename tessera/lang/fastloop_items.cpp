@@ -637,6 +637,24 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
     case DType::float64:
       return Reg::real(strong ? Reg::NpFloat : Reg::PyFloat,
                        v.int_payload() ? static_cast<double>(v.i) : f);
+    case DType::int8:
+    case DType::uint8:
+    case DType::int16:
+    case DType::uint16:
+    case DType::uint32: {
+      // In the kind's range: exact (a float truncated, as NumPy's cast);
+      // else the general path's (a Python int's OverflowError, NumPy's wrap
+      // of its scalars, a float's warning).
+      const Reg::Kind k = int_kind_of(n.cast_to);
+      if (v.int_payload()) {
+        if (!narrow_int_fits(k, v.i)) throw BAIL;
+        return Reg::make(k, v.i);
+      }
+      const double t = std::trunc(f);
+      if (!(t >= -2147483648.0 && t < 4294967296.0) || !narrow_int_fits(k, static_cast<int64_t>(t)))
+        throw BAIL;
+      return Reg::make(k, static_cast<int64_t>(t));
+    }
     default:
       return Reg::boolean(strong ? Reg::NpBool : Reg::PyBool, truthy(v));
   }

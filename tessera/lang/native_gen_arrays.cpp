@@ -500,7 +500,8 @@ CV Gen::setitem(const FNode& n) {
       if (bits < 64) {
         const int64_t lo = sgn ? -(int64_t{1} << (bits - 1)) : 0;
         const int64_t hi = sgn ? (int64_t{1} << (bits - 1)) - 1 : (int64_t{1} << bits) - 1;
-        out = b.CreateOr(b.CreateICmpSLT(v.v, b.getInt64(lo)), b.CreateICmpSGT(v.v, b.getInt64(hi)));
+        out = b.CreateOr(b.CreateICmpSLT(v.v, b.getInt64(lo)),
+                         b.CreateICmpSGT(v.v, b.getInt64(hi)));
       }
     } else {
       llvm::Value* t = b.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, v.v);
@@ -694,6 +695,30 @@ CV Gen::astype(const FNode& n) {
     case DType::float64:
       r = mk(Reg::PyFloat, f, strong);
       break;
+    case DType::int8:
+    case DType::uint8:
+    case DType::int16:
+    case DType::uint16:
+    case DType::uint32: {
+      // as the interpreter: in the kind's range exact (a float truncated),
+      // else a bail
+      const int k = int_kind_of(n.cast_to);
+      llvm::Value* i;
+      if (is_int(vk)) {
+        i = v.v;
+      } else if (is_bool(vk)) {
+        i = b.CreateZExt(v.v, i64);
+      } else {
+        llvm::Value* t = b.CreateUnaryIntrinsic(llvm::Intrinsic::trunc, f);
+        llvm::Value* lo = b.CreateFCmpOGE(t, llvm::ConstantFP::get(f64, -2147483648.0));
+        llvm::Value* hi = b.CreateFCmpOLT(t, llvm::ConstantFP::get(f64, 4294967296.0));
+        bail_if(b.CreateNot(b.CreateAnd(lo, hi)));
+        i = b.CreateFPToSI(t, i64);
+      }
+      bail_if(b.CreateICmpNE(wrap_int(k, i), i));
+      r = CV{k, i};
+      break;
+    }
     default:
       r = mk(Reg::PyBool, truth(v), strong);
       break;

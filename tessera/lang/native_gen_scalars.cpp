@@ -245,7 +245,8 @@ bool Gen::narrow_binary(const FNode& n, CV& a, CV& c) {
       c = CV{Reg::Nil};
       return true;
     }
-  } else if ((narrow_int_kind(ka) || ka == Reg::PyInt) && (narrow_int_kind(kb) || kb == Reg::PyInt)) {
+  } else if ((narrow_int_kind(ka) || ka == Reg::PyInt) &&
+             (narrow_int_kind(kb) || kb == Reg::PyInt)) {
     const int k = !narrow_int_kind(ka)   ? kb
                   : !narrow_int_kind(kb) ? ka
                                          : narrow_int_promote(ka, kb);
@@ -409,8 +410,8 @@ CV Gen::int_bit_binary(const FNode& n, CV a, CV c) {
     // Python: a negative count is its ValueError (the general path's); past
     // 63 the sign, as NumPy's int64 gives for any count outside [0, 64).
     bail_if(b.CreateAnd(weak, b.CreateICmpSLT(y, b.getInt64(0))));
-    return mk(Reg::PyInt, b.CreateSelect(in, b.CreateAShr(x, count), b.CreateAShr(x, b.getInt64(63))),
-              strong);
+    llvm::Value* sign = b.CreateAShr(x, b.getInt64(63));
+    return mk(Reg::PyInt, b.CreateSelect(in, b.CreateAShr(x, count), sign), strong);
   }
   // left_shift. Python's int does not overflow: a result past int64, or a
   // negative count, is the general path's; NumPy's int64 wraps, 0 for a

@@ -139,4 +139,5 @@ def test_every_path_prints_the_same_and_the_loops_run_natively():
     for f in NATIVE:
         ran = loop_log_lines(log, f, "native code returned")
         assert ran, (f.__name__, log)
-        assert all("returned 0 " in line or "returned 5 " in line for line in ran), (f.__name__, ran)
+        assert all("returned 0 " in line or "returned 5 " in line for line in ran), \
+            (f.__name__, ran)
