@@ -816,7 +816,7 @@ class CallsMixin(BuiltinCallsMixin, U.UfuncMethodsMixin):
             return self.library_call(SPECIAL["_math_" + name], node, args, kws)
         if kws:
             self.unsupported(f"math.{name} with keyword arguments", node)
-        texts = [self.expr(a) for a in args]
+        texts = [self.math_float(a, name) for a in args]
         if name in M.MATH_INT_RESULT:
             return f"astype({name}({', '.join(texts)}), \"int64\")"
         if name == "log" and len(texts) == 2:
@@ -824,6 +824,15 @@ class CallsMixin(BuiltinCallsMixin, U.UfuncMethodsMixin):
         if name in M.MATH_RENAMES:
             return f"{M.MATH_RENAMES[name]}({', '.join(texts)})"
         self.unsupported(f"the function math.{name}", node)
+
+    def math_float(self, a, name: str) -> str:
+        """An argument of ``math.NAME`` as Python's float: math's functions convert
+        theirs with float() and compute in double (``math.sqrt(np.float32(2))`` is
+        1.4142135623730951, not NumPy's float32 root; ``math.pow(2, 3)`` is 8.0)."""
+        if isinstance(a, ast.Constant) and type(a.value) in (int, float):
+            return T.float_literal(float(a.value))
+        # (not float()'s template: its ndim() test has no native code in native calls)
+        return f"item(astype({self.expr(a)}, \"float64\"))"
 
     def method_call(self, f: ast.Attribute, node, args, kws) -> str:
         attr = f.attr

@@ -315,9 +315,8 @@ MATH_RENAMES = {
     "cosh": "cosh", "tanh": "tanh", "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh",
     "fabs": "abs", "pow": "power", "hypot": "hypot", "isnan": "isnan", "isinf": "isinf",
     "isfinite": "isfinite", "copysign": "copysign", "degrees": "rad2deg", "radians": "deg2rad",
-    "trunc": "trunc",
 }
-MATH_INT_RESULT = {"floor", "ceil"}  # math.floor(x) is an int
+MATH_INT_RESULT = {"floor", "ceil", "trunc"}  # math.floor(x) is an int
 # math.NAME written in Python (tessera/_numpy_apply_lib.py's _math_NAME): Python's
 # integer functions among them (an int beyond int64 is an OverflowError).
 MATH_LIBRARY = {"isclose", "erf", "erfc", "factorial", "perm", "comb", "gcd", "lcm", "isqrt"}
