@@ -135,6 +135,18 @@ inline int64_t narrow_int_wrap(int k, int64_t v) {
   }
 }
 inline bool narrow_int_fits(int k, int64_t v) { return narrow_int_wrap(k, v) == v; }
+// Element `off` of a buffer of integer dtype `dt` (int_kind_of(dt) not
+// Undef) as its register.
+inline Reg narrow_int_element(DType dt, const void* base, int64_t off) {
+  switch (dt) {
+    case DType::int8: return Reg::make(Reg::NpI8, static_cast<const int8_t*>(base)[off]);
+    case DType::uint8: return Reg::make(Reg::NpU8, static_cast<const uint8_t*>(base)[off]);
+    case DType::int16: return Reg::make(Reg::NpI16, static_cast<const int16_t*>(base)[off]);
+    case DType::uint16: return Reg::make(Reg::NpU16, static_cast<const uint16_t*>(base)[off]);
+    case DType::uint32: return Reg::make(Reg::NpU32, static_cast<const uint32_t*>(base)[off]);
+    default: return Reg::make(Reg::NpI32, static_cast<const int32_t*>(base)[off]);
+  }
+}
 inline Reg::Kind narrow_int_promote(int a, int b) {
   if (a == b) return static_cast<Reg::Kind>(a);
   const int ba = narrow_int_bits(a), bb = narrow_int_bits(b);
@@ -273,6 +285,7 @@ using fl::Reg;
 using fl::int_kind_of;
 using fl::narrow_int_bits;
 using fl::narrow_int_dtype;
+using fl::narrow_int_element;
 using fl::narrow_int_fits;
 using fl::narrow_int_kind;
 using fl::narrow_int_promote;

@@ -97,20 +97,10 @@ Reg FastLoop::Impl::getitem_of(const FNode& n, const Reg& x, State& st) const {
           return Reg::make(Reg::NpInt, reinterpret_cast<const int64_t*>(e.base)[off]);
         case DType::float32:
           return Reg::real(Reg::NpF32, reinterpret_cast<const float*>(e.base)[off]);
-        case DType::int32:
-          return Reg::make(Reg::NpI32, reinterpret_cast<const int32_t*>(e.base)[off]);
-        case DType::int8:
-          return Reg::make(Reg::NpI8, reinterpret_cast<const int8_t*>(e.base)[off]);
-        case DType::uint8:
-          return Reg::make(Reg::NpU8, reinterpret_cast<const uint8_t*>(e.base)[off]);
-        case DType::int16:
-          return Reg::make(Reg::NpI16, reinterpret_cast<const int16_t*>(e.base)[off]);
-        case DType::uint16:
-          return Reg::make(Reg::NpU16, reinterpret_cast<const uint16_t*>(e.base)[off]);
-        case DType::uint32:
-          return Reg::make(Reg::NpU32, reinterpret_cast<const uint32_t*>(e.base)[off]);
-        default:
+        case DType::bool_:
           return Reg::boolean(Reg::NpBool, reinterpret_cast<const bool*>(e.base)[off]);
+        default:  // int32 and the narrower ints
+          return narrow_int_element(e.dt, e.base, off);
       }
     }
   }

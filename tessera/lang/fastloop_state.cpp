@@ -76,28 +76,14 @@ bool scalar_reg(const Array& a, Reg& out) {
     case DType::float32:
       out = Reg::real(Reg::NpF32, a.origin<float>()[0]);
       return true;
-    case DType::int32:
-      out = Reg::make(Reg::NpI32, a.origin<int32_t>()[0]);
-      return true;
-    case DType::int8:
-      out = Reg::make(Reg::NpI8, a.origin<int8_t>()[0]);
-      return true;
-    case DType::uint8:
-      out = Reg::make(Reg::NpU8, a.origin<uint8_t>()[0]);
-      return true;
-    case DType::int16:
-      out = Reg::make(Reg::NpI16, a.origin<int16_t>()[0]);
-      return true;
-    case DType::uint16:
-      out = Reg::make(Reg::NpU16, a.origin<uint16_t>()[0]);
-      return true;
-    case DType::uint32:
-      out = Reg::make(Reg::NpU32, a.origin<uint32_t>()[0]);
-      return true;
     case DType::bool_:
       out = Reg::boolean(Reg::NpBool, a.origin<bool>()[0]);
       return true;
     default:
+      if (int_kind_of(a.dtype()) != Reg::Undef) {  // int32 and the narrower ints
+        out = narrow_int_element(a.dtype(), a.origin_raw(), 0);
+        return true;
+      }
       return false;
   }
 }

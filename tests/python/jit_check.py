@@ -241,6 +241,22 @@ def loop_log_lines(log: str, f, text: str) -> list:
     return [ln for ln in log.splitlines() if text in ln and any(w in ln for w in own)]
 
 
+def assert_loops_end_natively(log: str, funcs, some=()) -> None:
+    """Each loop of the functions in ``funcs`` ran native code that ended natively on
+    every call (status 0; 5: a partial code's loop completed, then 0), never back to
+    the interpreter (4: at a call's start, 2: mid-turn), per the ``TESSERA_FAST_LOOPS=
+    debug`` ``log``; each loop of the functions in ``some`` did at least once (its
+    other calls bail where NumPy wraps or raises)."""
+    for f in funcs:
+        ran = loop_log_lines(log, f, "native code returned")
+        assert ran, (f.__name__, log)
+        assert all("returned 0 " in line or "returned 5 " in line for line in ran), \
+            (f.__name__, ran)
+    for f in some:
+        ran = loop_log_lines(log, f, "native code returned")
+        assert any("returned 0 " in line for line in ran), (f.__name__, ran)
+
+
 def same_as_python(f, *args):
     """f under tessera.jit and as plain Python on copies of args: the results and
     every argument afterwards (lists and dicts included) must be equal."""
