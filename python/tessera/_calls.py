@@ -828,11 +828,12 @@ class CallsMixin(BuiltinCallsMixin, U.UfuncMethodsMixin):
     def math_float(self, a, name: str) -> str:
         """An argument of ``math.NAME`` as Python's float: math's functions convert
         theirs with float() and compute in double (``math.sqrt(np.float32(2))`` is
-        1.4142135623730951, not NumPy's float32 root; ``math.pow(2, 3)`` is 8.0)."""
+        1.4142135623730951, not NumPy's float32 root; ``math.pow(2, 3)`` is 8.0), as
+        float() does it (an array of one or more dimensions: Python's TypeError)."""
         if isinstance(a, ast.Constant) and type(a.value) in (int, float):
             return T.float_literal(float(a.value))
-        # (not float()'s template: its ndim() test has no native code in native calls)
-        return f"item(astype({self.expr(a)}, \"float64\"))"
+        return self.inline("python_number", self.expr(a), T.string_literal("float64"),
+                           label=f"math.{name}")
 
     def method_call(self, f: ast.Attribute, node, args, kws) -> str:
         attr = f.attr
