@@ -95,7 +95,7 @@ struct Reg {
 // int64, uint64 and the rest); the value wrapped to the kind (NumPy's
 // integer arithmetic wraps around); whether a Python int fits it (NEP 50:
 // NumPy 2 raises OverflowError for one that does not); and the kind two of
-// them promote to (np.promote_types: NpInt for int64; Undef for a float).
+// them promote to (np.promote_types; NpInt where it is int64).
 inline bool narrow_int_kind(int k) { return k >= Reg::NpI32 && k <= Reg::NpU32; }
 inline DType narrow_int_dtype(int k) {
   switch (k) {
