@@ -619,9 +619,10 @@ struct Gen {
 
   llvm::Value* as_double(const CV& v);
 
-  // An operand a float32 or int32 (FastLoop::Impl::binary_narrow): a
-  // float32 or int32 result computed into `a` (true, `c` unused), or both
-  // widened to float64/int64 for the code below (true), or false.
+  // An operand a float32 or a NumPy int narrower than int64
+  // (FastLoop::Impl::binary_narrow): a result of such a kind computed into
+  // `a` (true, `c` Nil), or both widened to float64/int64 for the code below
+  // (true), or false.
   bool narrow_binary(const FNode& n, CV& a, CV& c);
   // An operand a DynF32 (Python's float or np.float32 by turns) with a
   // float, an int or another DynF32: NumPy's float32 arithmetic when either

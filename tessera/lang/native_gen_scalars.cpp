@@ -207,7 +207,8 @@ bool Gen::narrow_binary(const FNode& n, CV& a, CV& c) {
   const int ka = a.k, kb = c.k;
   if (a.s || c.s) return false;
   llvm::Type* f32 = b.getFloatTy();
-  // A Python operand as a float32 (f) or int32 (i) or null: refused.
+  // An operand as a float32 (NumPy's, or a Python number cast as NumPy casts
+  // it) or null: refused.
   auto as_f32 = [&](const CV& v) -> llvm::Value* {
     if (v.k == Reg::NpF32) return b.CreateFPTrunc(v.v, f32);
     if (v.k == Reg::PyFloat) {
