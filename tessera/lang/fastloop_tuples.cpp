@@ -108,6 +108,13 @@ class TupleLowering {
         return length_of(e.kids[0]);
       case Op::Block:
         return e.kids.empty() ? -1 : length_of(e.kids.back());
+      case Op::If: {
+        // `a if c else b` of two tuples of one length (a function called
+        // inline with an early return: if(done, value, tail)).
+        if (e.kids.size() != 3) return -1;
+        const int a = length_of(e.kids[1]);
+        return a >= 0 && a == length_of(e.kids[2]) ? a : -1;
+      }
       default:
         return tup_is_unpack(e) ? length_of(e.kids[0]) : -1;
     }
@@ -308,6 +315,29 @@ class TupleLowering {
           pre.push_back(std::move(e.kids[i]));
         }
         return lower_tuple(e.kids.back(), pre, parts);
+      case Op::If: {
+        // Each branch computes its tuple and assigns the items to the same
+        // temporaries, which are the value's items after the `if`.
+        const int l = length_of(e);
+        if (l < 0) break;
+        if (!lower(e.kids[0], Ctx::value)) return false;
+        std::vector<int> ts;
+        for (int i = 0; i < l; ++i) ts.push_back(temp());
+        for (size_t b = 1; b < 3; ++b) {
+          std::vector<TupNode> bpre, bparts;
+          if (!lower_tuple(e.kids[b], bpre, bparts)) return false;
+          TupNode blk;
+          blk.op = Op::Block;
+          blk.kids = std::move(bpre);
+          for (int i = 0; i < l; ++i)
+            blk.kids.push_back(tup_assign(ts[static_cast<size_t>(i)], std::move(bparts[static_cast<size_t>(i)])));
+          e.kids[b] = std::move(blk);
+        }
+        e.returned = false;  // the branches are blocks now, neither None
+        pre.push_back(std::move(e));
+        for (int t : ts) parts.push_back(tup_var(t));
+        return true;
+      }
       default:
         if (tup_is_unpack(e)) {
           const TupNode& count = e.kids[1];
@@ -318,9 +348,10 @@ class TupleLowering {
           }
           return lower_tuple(e.kids[0], pre, parts);
         }
-        why = "a tuple comes from an operation";
-        return false;
+        break;
     }
+    why = "a tuple comes from an operation";
+    return false;
   }
 
   FastLoop::Impl& im_;

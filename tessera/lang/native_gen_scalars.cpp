@@ -501,6 +501,25 @@ CV Gen::dyn_f32_binary(const FNode& n, const CV& a, const CV& c) {
 
 CV Gen::wide_binary(const FNode& n, const CV& a, const CV& c) {
   const auto ka = static_cast<Reg::Kind>(a.k), kb = static_cast<Reg::Kind>(c.k);
+  if (is_bool(ka) || is_bool(kb)) {
+    // Bools compared with each other or with numbers (`(fm < 0) == (flo <
+    // 0)`) as the ints 0 and 1, np.bool_ when either is NumPy's; Python's
+    // bools in arithmetic with Python's numbers: Python's ints.
+    const auto number = [](Reg::Kind k) { return is_bool(k) || is_int(k) || is_float(k); };
+    const auto plain = [](const CV& v) {
+      return !v.s && (v.k == Reg::PyBool || v.k == Reg::PyInt || v.k == Reg::PyFloat);
+    };
+    const bool compare = n.fast >= Fast::lt && n.fast <= Fast::ne;
+    if (number(ka) && number(kb) && (compare || (plain(a) && plain(c)))) {
+      const auto as_int = [&](const CV& v) {
+        if (!is_bool(static_cast<Reg::Kind>(v.k))) return v;
+        CV r{v.k == Reg::NpBool ? Reg::NpInt : Reg::PyInt, b.CreateZExt(v.v, i64)};
+        r.s = v.s;
+        return r;
+      };
+      return wide_binary(n, as_int(a), as_int(c));
+    }
+  }
   CV r;
   llvm::Value* strong = b.CreateOr(strong_of(a), strong_of(c));
   if (is_int(ka) && is_int(kb) && (n.fast == Fast::add || n.fast == Fast::sub) &&

@@ -142,6 +142,99 @@ def prange_pairs(x, y):
     return out, p
 
 
+def newton_helper(c, dc, starts, tol):
+    # A helper returning tuples from early returns and at its end (inlined:
+    # if(done, value, tail) of two tuples), its own helper's `r = 0.0` then
+    # NumPy's float64.
+    def poly(p, x):
+        r = 0.0
+        for k in range(len(p)):
+            r = r * x + p[k]
+        return r
+
+    def newton(x0):
+        x = x0
+        for it in range(40):
+            d = poly(dc, x)
+            if d == 0.0:
+                return x, -1
+            step = poly(c, x) / d
+            x -= step
+            if abs(step) < tol:
+                return x, it + 1
+        return x, 40
+
+    found = np.empty(len(starts))
+    total = 0
+    for k in range(len(starts)):
+        x, it = newton(starts[k])
+        found[k] = x
+        total += it
+    return found, total
+
+
+def bisect_helper(c, centres, tol):
+    def poly(x):
+        r = 0.0
+        for k in range(len(c)):
+            r = r * x + c[k]
+        return r
+
+    def bisect(lo, hi):
+        flo = poly(lo)
+        it = 0
+        while hi - lo > tol:
+            mid = 0.5 * (lo + hi)
+            fm = poly(mid)
+            if fm == 0.0:
+                return mid, it
+            if (fm < 0.0) == (flo < 0.0):
+                lo = mid
+                flo = fm
+            else:
+                hi = mid
+            it += 1
+        return 0.5 * (lo + hi), it
+
+    out = np.empty(len(centres))
+    its = 0
+    last = None
+    for k in range(len(centres)):
+        last = bisect(centres[k] - 1.0, centres[k] + 1.0)
+        r, n = last
+        out[k] = r
+        its += n
+    return out, its, last
+
+
+def bool_compares(x, y):
+    same = order = mixed = flags = 0
+    last = False
+    for i in range(len(x)):
+        last = (x[i] < 0) == (y[i] < 0)
+        if last:
+            same += 1
+        if (x[i] > 0) > (y[i] > 0):
+            order += 1
+        if (i % 3 == 0) != (x[i] > 0.5):
+            mixed += 1
+        flags += (i % 2 == 0) + (i < 5)
+    return same, order, mixed, flags, last
+
+
+def arity_changes(n):
+    # Tuples of 2 and 3 items from one helper: the general path's.
+    def f(i):
+        if i % 2:
+            return i, i
+        return i, i, i
+
+    s = 0
+    for i in range(n):
+        s += len(f(i))
+    return s
+
+
 CASES = [(rk4_oscillator, (1.0, 0.0, 2.0, 0.1, 0.01, 500)),
          (prange_pairs, (np.arange(20000.0), np.linspace(0.0, 1.0, 20000))),
          (fib_pair, (80,)),
@@ -155,11 +248,17 @@ CASES = [(rk4_oscillator, (1.0, 0.0, 2.0, 0.1, 0.01, 500)),
          (nested, (200,)),
          (index_out_of_range, (10,)),
          (unpack_mismatch, (10,)),
-         (late_index_error, (np.arange(100.0), 101))]
+         (late_index_error, (np.arange(100.0), 101)),
+         (newton_helper, (np.array([1.0, 0.0, -7.0, 6.0]), np.array([3.0, 0.0, -7.0]),
+                          np.linspace(-4, 4, 41), 1e-12)),
+         (bisect_helper, (np.array([1.0, 0.0, -7.0, 6.0]), np.array([-3.0, 1.2, 1.9]), 1e-10)),
+         (bool_compares, (np.linspace(-1, 1, 50), np.cos(np.arange(50.0)))),
+         (arity_changes, (30,))]
 
 # The loops that must run as native code (the others take the paths a tuple
 # used whole takes, or raise).
-NATIVE = ("rk4_oscillator", "prange_pairs", "fib_pair", "carried_argument", "unpack_points", "int_helper")
+NATIVE = ("rk4_oscillator", "prange_pairs", "fib_pair", "carried_argument", "unpack_points", "int_helper",
+          "newton_helper", "bisect_helper", "bool_compares")
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -174,6 +273,20 @@ def test_the_callers_tuple_is_unchanged_and_the_last_one_is_returned():
     assert t == (1.0, 2.0, 3)
     assert got == carried_argument(t, 7)
     assert type(got[2]) is int and type(got[1]) is float
+
+
+@pytest.mark.parametrize("f", [newton_helper, bisect_helper, bool_compares])
+def test_the_kinds_of_numbers_returned_are_pythons(f):
+    # np.float64 against float, np.bool_ against bool: as Python gives them.
+    args = next(a for g, a in CASES if g is f)
+    got, expected = tessera.jit(f)(*args), f(*args)
+
+    def kinds(v):
+        if isinstance(v, tuple):
+            return tuple(kinds(x) for x in v)
+        return type(v).__name__ if not isinstance(v, np.ndarray) else v.dtype.name
+
+    assert kinds(got) == kinds(expected), (got, expected)
 
 
 def test_a_run_across_native_checkpoints_matches_python():
