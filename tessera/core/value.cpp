@@ -146,6 +146,20 @@ bool NumberList::bits_of(const Value& v, NumberKind k, uint64_t& out) {
   }
 }
 
+bool NumberList::scalar_bits_of(const Value& v, NumberKind k, uint64_t& out) {
+  if (k == NumberKind::py_bool || k == NumberKind::py_int || k == NumberKind::py_float)
+    return bits_of(v, k, out);
+  if (!v.is_array()) return false;
+  const Array& a = v.as_array();
+  if (a.ndim() != 0 || a.weak() || a.dtype() != number_dtype(k)) return false;
+  switch (k) {
+    case NumberKind::np_bool: out = a.get_bool(0) ? 1 : 0; return true;
+    case NumberKind::np_int64:
+    case NumberKind::np_int32: out = static_cast<uint64_t>(a.get_int(0)); return true;
+    default: out = double_bits(a.get_double(0)); return true;
+  }
+}
+
 void NumberList::spill(List& into) const {
   std::lock_guard<std::mutex> lock(number_list_spill_mutex());
   if (spilled_.load(std::memory_order_relaxed)) return;

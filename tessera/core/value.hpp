@@ -66,6 +66,10 @@ class NumberList {
   Value item(size_t i) const;
   // The bits of `v` if it is a number of kind `k`.
   static bool bits_of(const Value& v, NumberKind k, uint64_t& out);
+  // The bits of `v` if it is a number of kind `k`, a NumPy scalar (a 0-d
+  // array of the kind's dtype) too: its value now, as a register holds it
+  // (append of the general path, extending a list native loops made).
+  static bool scalar_bits_of(const Value& v, NumberKind k, uint64_t& out);
   // The kind a Python number (bool, int, float) is held as; false otherwise.
   static bool python_kind(const Value& v, NumberKind& out);
 

@@ -31,7 +31,7 @@ Value make_directly(NativeAlloc op, const Reg* args, int64_t nargs, DType dt,
     if (d < 0 || __builtin_mul_overflow(bytes, d, &bytes) || bytes > kMaxNewBytes) return Value();
   Array out(dt, shape);
   const bool one = op == NativeAlloc::ones || op == NativeAlloc::ones_like;
-  dispatch(dt, [&](auto tag) {
+  dispatch_all(dt, [&](auto tag) {  // np.zeros(n, dtype=np.uint8) too
     using T = typename decltype(tag)::type;
     T* p = out.data<T>();
     std::fill(p, p + out.size(), element_cast<T>(one ? 1.0 : 0.0));

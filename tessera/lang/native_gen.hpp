@@ -776,6 +776,17 @@ struct Gen {
   // helper (native_sort_1d), the array logged whole once.
   bool sort_in_place_of(const FNode& n) const;
   CV sort_in_place(const FNode& n);
+  // x[i] = y, x[i, j] = y[k] of an array variable y (or its row) of x's dtype
+  // whose shape is that of the elements the ints select (a row, a plane): copied by a helper
+  // (native_copy_block), x logged whole once; another shape bails (NumPy's
+  // broadcasting or its ValueError: the interpreter's).
+  bool block_write_of(const FNode& n);
+  CV block_write(const FNode& n);
+  // The value of a block write: an array variable, or one indexed by ints
+  // (fewer than its dimensions), with its register and the ints' count.
+  bool block_of(const FNode& v, int& r, size_t& nidx);
+  // The address of x[i, j, ...] (n.kids[from...] the ints; IndexError bails).
+  llvm::Value* block_offset(int r, const FNode& n, size_t from);
   // x[:] = c, x[:, :] = c of an array of any rank: every element set to the number c.
   bool whole_fill_of(const FNode& n);
   CV whole_fill(const FNode& n);

@@ -403,6 +403,7 @@ CV Gen::setitem(const FNode& n) {
   if (n.kids[0].op != Op::Var || kind[n.kids[0].reg] != Reg::Arr)
     throw Refuse{"an element write to what is not an array variable"};
   if (sort_in_place_of(n)) return sort_in_place(n);
+  if (block_write_of(n)) return block_write(n);
   if (slice_write_of(n)) return slice_write(n);
   const int r = n.kids[0].reg;
   // y[i] = x[j] of a float32 or narrow int x, cast exactly: the element as
@@ -592,6 +593,111 @@ CV Gen::sort_in_place(const FNode& n) {
                {b.CreateBitCast(abase(r), i8p), ashape(r, 0), astride(r, 0),
                 b.getInt32(static_cast<int32_t>(dt))});
   count_expr(n.kids[1]);
+  count(n.counter);
+  for (int c : n.also_count) count(c);
+  return CV{Reg::Arr, nullptr, nullptr, r};
+}
+
+namespace {
+
+// `x[i, ...]` of an array variable by ints only (no slice, no `...`), fewer
+// than its dimensions, or the variable itself (no index): a block of x.
+bool int_indexed(const FNode& n, size_t from, size_t nd, size_t& nidx) {
+  nidx = n.kids.size() - from;
+  if (nidx >= nd) return false;
+  for (size_t k = from; k < n.kids.size(); ++k) {
+    const FNode& i = n.kids[k];
+    if (i.op == Op::Const && !is_int(i.constant.k)) return false;  // `...`, a slice's None
+    if (Gen::slice_index(i)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool Gen::block_of(const FNode& v, int& r, size_t& nidx) {
+  if (arr_var(v)) {
+    r = v.reg;
+    nidx = 0;
+    return atype[r].indexable;
+  }
+  if (v.op != Op::GetItem || v.kids.empty() || !arr_var(v.kids[0])) return false;
+  r = v.kids[0].reg;
+  return atype[r].indexable && v.kids.size() > 1 &&
+         int_indexed(v, 1, static_cast<size_t>(atype[r].nd), nidx);
+}
+
+bool Gen::block_write_of(const FNode& n) {
+  const ArrT& e = atype[n.kids[0].reg];
+  size_t nidx = 0, vidx = 0;
+  int y = -1;
+  if (!e.indexable || n.kids.size() < 3 || !int_indexed(n, 2, static_cast<size_t>(e.nd), nidx))
+    return false;
+  return block_of(n.kids[1], y, vidx);
+}
+
+llvm::Value* Gen::block_offset(int r, const FNode& n, size_t from) {
+  llvm::Value* off = b.getInt64(0);
+  for (size_t k = from; k < n.kids.size(); ++k) {
+    CV i = eval(n.kids[k]);
+    if (i.k == kDyn || i.s || !is_int(static_cast<Reg::Kind>(i.k)))
+      throw Refuse{"a row's index that is not an int"};
+    llvm::Value* ext = ashape(r, k - from);
+    llvm::Value* j =
+        b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
+    bail_if(b.CreateICmpUGE(j, ext));  // the general path's IndexError
+    off = b.CreateAdd(off, b.CreateMul(j, astride(r, k - from)));
+  }
+  return b.CreateInBoundsGEP(i8, b.CreateBitCast(abase(r), i8p),
+                             b.CreateMul(off, b.getInt64(dtype_size(atype[r].dt))));
+}
+
+CV Gen::block_write(const FNode& n) {
+  const int r = n.kids[0].reg;
+  const FNode& v = n.kids[1];
+  int y = -1;
+  size_t vidx = 0;
+  block_of(v, y, vidx);
+  const ArrT e = atype[r];
+  const ArrT s = atype[y];
+  const size_t nidx = n.kids.size() - 2;
+  const int free = e.nd - static_cast<int>(nidx);
+  if (!e.writable) throw Refuse{"a row write into an array that is not writable"};
+  if (s.dt != e.dt)
+    throw Refuse{std::string("a row write of an array of dtype ") + std::string(dtype_name(s.dt)) +
+                 " into one of " + std::string(dtype_name(e.dt))};
+  if (s.nd - static_cast<int>(vidx) != free)
+    throw Refuse{"a row write of an array of another rank"};
+  if (sites) throw Refuse{"a row write in a turn without loops"};
+  if (rows.count(r)) throw Refuse{"a row write into a row view"};
+  // The value's block first, then the destination's (setitem's operands in order).
+  llvm::Value* src = vidx == 0 ? b.CreateBitCast(abase(y), i8p) : block_offset(y, v, 1);
+  llvm::Value* dst = block_offset(r, n, 2);
+  // Another shape: NumPy broadcasts it or raises (the general path's).
+  for (int d = 0; d < free; ++d)
+    bail_if(b.CreateICmpNE(ashape(y, vidx + static_cast<size_t>(d)),
+                           ashape(r, nidx + static_cast<size_t>(d))));
+  snapshot_once(r);
+  llvm::IRBuilder<> at(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::Value* ds = at.CreateAlloca(i64, at.getInt32(kMaxDims));
+  llvm::Value* ss = at.CreateAlloca(i64, at.getInt32(kMaxDims));
+  llvm::Value* sh = at.CreateAlloca(i64, at.getInt32(kMaxDims));
+  for (int d = 0; d < free; ++d) {
+    const auto dd = static_cast<size_t>(d);
+    b.CreateStore(astride(r, nidx + dd), b.CreateInBoundsGEP(i64, ds, b.getInt64(d)));
+    b.CreateStore(astride(y, vidx + dd), b.CreateInBoundsGEP(i64, ss, b.getInt64(d)));
+    b.CreateStore(ashape(y, vidx + dd), b.CreateInBoundsGEP(i64, sh, b.getInt64(d)));
+  }
+  auto* t = llvm::FunctionType::get(i32, {i8p, i8p, i8p, i8p, i8p, i32, i64}, false);
+  llvm::Value* status = b.CreateCall(
+      t, fptr(reinterpret_cast<void*>(&native_copy_block), t),
+      {dst, b.CreateBitCast(ds, i8p), src, b.CreateBitCast(ss, i8p), b.CreateBitCast(sh, i8p),
+       b.getInt32(free), b.getInt64(dtype_size(e.dt))});
+  bail_if(b.CreateICmpNE(status, b.getInt32(0)));
+  if (vidx > 0) {
+    count(v.counter);
+    for (int c : v.also_count) count(c);
+  }
   count(n.counter);
   for (int c : n.also_count) count(c);
   return CV{Reg::Arr, nullptr, nullptr, r};

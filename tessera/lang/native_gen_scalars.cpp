@@ -643,7 +643,16 @@ CV Gen::call(const FNode& n) {
   }
   if (n.spec->name == "is_mutable_container" && n.kids.size() == 1) {
     // An array or a number is not a list or dict (anything else stays general).
-    if (!arr_var(n.kids[0])) {
+    const FNode& x = n.kids[0];
+    if (x.op == Op::GetItem && !x.kids.empty() && arr_var(x.kids[0])) {
+      // What an array's indexing gives (the translator's check before
+      // `a[i] = a[j]`): an array or a number. Not evaluated (the write
+      // after it evaluates it, and bails where it raises), only counted.
+      count_expr(x);
+      count(n.slot);
+      return CV{Reg::PyBool, b.getInt1(false)};
+    }
+    if (!arr_var(x)) {
       CV v = eval(n.kids[0]);
       if (v.k == kDyn || !is_scalar(static_cast<Reg::Kind>(v.k)))
         throw Refuse{"is_mutable_container of a value that is not an array or a number"};

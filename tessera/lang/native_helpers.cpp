@@ -116,6 +116,68 @@ extern "C" NativeUndo* native_snapshot(NativeCtx* c, int64_t n, int64_t entry) {
   return c->undo;
 }
 
+namespace {
+
+// The bytes [lo, hi) a block's elements span.
+void block_span(const char* p, const int64_t* strides, const int64_t* shape, int32_t nd,
+                int64_t size, const char*& lo, const char*& hi) {
+  int64_t a = 0, z = 0;
+  for (int32_t d = 0; d < nd; ++d) {
+    const int64_t reach = (shape[d] - 1) * strides[d] * size;
+    (reach < 0 ? a : z) += reach;
+  }
+  lo = p + a;
+  hi = p + z + size;
+}
+
+// Element by element, the last dimension innermost.
+void copy_block(char* dst, const int64_t* ds, const char* src, const int64_t* ss,
+                const int64_t* shape, int32_t nd, int64_t size) {
+  if (nd == 0) {
+    std::memcpy(dst, src, static_cast<size_t>(size));
+    return;
+  }
+  if (nd == 1 && ds[0] == 1 && ss[0] == 1) {
+    std::memmove(dst, src, static_cast<size_t>(shape[0] * size));
+    return;
+  }
+  for (int64_t i = 0; i < shape[0]; ++i)
+    copy_block(dst + i * ds[0] * size, ds + 1, src + i * ss[0] * size, ss + 1, shape + 1, nd - 1,
+               size);
+}
+
+}  // namespace
+
+extern "C" int32_t native_copy_block(char* dst, const int64_t* dst_strides, const char* src,
+                                     const int64_t* src_strides, const int64_t* shape, int32_t nd,
+                                     int64_t size) {
+  for (int32_t d = 0; d < nd; ++d)
+    if (shape[d] == 0) return 0;
+  const char *dlo, *dhi, *slo, *shi;
+  block_span(dst, dst_strides, shape, nd, size, dlo, dhi);
+  block_span(src, src_strides, shape, nd, size, slo, shi);
+  if (slo < dhi && dlo < shi) {
+    if (dst == src && std::equal(dst_strides, dst_strides + nd, src_strides)) return 0;
+    // Shared memory: the source read whole first, as NumPy does.
+    int64_t count = 1;
+    for (int32_t d = 0; d < nd; ++d) count *= shape[d];
+    std::unique_ptr<char[]> buf(new (std::nothrow) char[static_cast<size_t>(count * size)]);
+    if (!buf) return 1;  // out of memory: a bail, the interpreter's MemoryError
+    int64_t packed[8];  // the native code's arrays have at most 4 dimensions
+    if (nd > 8) return 1;
+    int64_t step = 1;
+    for (int32_t d = nd - 1; d >= 0; --d) {
+      packed[d] = step;
+      step *= shape[d];
+    }
+    copy_block(buf.get(), packed, src, src_strides, shape, nd, size);
+    copy_block(dst, dst_strides, buf.get(), packed, shape, nd, size);
+    return 0;
+  }
+  copy_block(dst, dst_strides, src, src_strides, shape, nd, size);
+  return 0;
+}
+
 extern "C" void native_sort_1d(char* base, int64_t n, int64_t stride, int32_t dt) {
   dispatch_all(static_cast<DType>(dt), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -235,7 +297,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_plain_list_len),
                           reinterpret_cast<void*>(&native_loop_callee),
                           reinterpret_cast<void*>(&native_list_append_list),
-                          reinterpret_cast<void*>(&native_sort_1d)};
+                          reinterpret_cast<void*>(&native_sort_1d),
+                          reinterpret_cast<void*>(&native_copy_block)};
 
 }  // namespace native_gen
 

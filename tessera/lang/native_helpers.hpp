@@ -35,6 +35,12 @@ extern "C" double native_pow(double a, double b);
 // dtype `dt`): the sort primitive's order (kernels::sort_less, stable: NaNs
 // last, equal elements as they were).
 extern "C" void native_sort_1d(char* base, int64_t n, int64_t stride, int32_t dt);
+// Copies the block of `nd` dimensions of `shape` at `src` (strides in
+// elements of `size` bytes) into the one at `dst`, as NumPy's assignment:
+// through a buffer when the two share memory. 0, or 1 when out of memory.
+extern "C" int32_t native_copy_block(char* dst, const int64_t* dst_strides, const char* src,
+                                     const int64_t* src_strides, const int64_t* shape, int32_t nd,
+                                     int64_t size);
 
 // np.random.random(): the interpreter's draw (fastloop.cpp, Op::Uniform),
 // counted so that a roll-back can rewind the stream.
@@ -60,7 +66,7 @@ namespace native_gen {
 // The functions the generated code calls, by index into NativeCtx::helpers
 // (native_helpers()); a new one goes at the end (the disk cache's key
 // counts them).
-constexpr size_t kHelperCount = 43;
+constexpr size_t kHelperCount = 44;
 extern void* const kHelpers[kHelperCount];
 
 }  // namespace native_gen

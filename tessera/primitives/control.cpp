@@ -64,11 +64,18 @@ Value range_list(Args& a) {
 }
 
 Value append(Args& a) {
-  a.list(0);  // a TypeError for anything but a list (or a tuple)
+  if (!a[0].is_list()) a.list(0);  // a TypeError for anything but a list (or a tuple)
   if (a[0].is_tuple())
     throw AttributeError("[append] 'tuple' object has no attribute 'append' (tuples cannot grow: "
                          "make it a list, or build a new tuple with t + (v,))");
   Value list = a.take(0);
+  if (NumberList* n = list.number_items(); n && list.list_ptr().use_count() == 1) {
+    // Unboxed numbers (a list a native loop appended to) stay so.
+    if (uint64_t bits; NumberList::scalar_bits_of(a[1], n->kind, bits)) {
+      n->bits.push_back(bits);
+      return list;
+    }
+  }
   if (List* items = list.unique_list()) {  // held by nobody else: extended in place
     items->push_back(a[1]);
     return list;

@@ -142,6 +142,37 @@ def bails_late(n):
     return out, x
 
 
+def appended_after(x, ix, x32, kind):
+    # run_length_encode's shape: appends in a loop, then one more after it (the
+    # general path's append) of the same kind, which keeps the list unboxed, or of
+    # another (a NumPy int onto Python ints, a Python bool onto np.bool_s), which
+    # writes it out; every item still what it was, and a list given back.
+    out = []
+    for i in range(len(x)):
+        if kind == 0:
+            out.append(ix[i] * 3)
+        elif kind == 1:
+            out.append(x32[i] * 2)
+        elif kind == 2:
+            out.append(i)
+        elif kind == 3:
+            out.append(ix[i] > 40)
+        else:
+            out.append(x[i] + 1.0)
+    if kind == 0:
+        out.append(ix[5])
+    elif kind == 1:
+        out.append(x32[3])
+    elif kind == 2:
+        out.append(ix[2])  # np.int64 onto Python ints
+    elif kind == 3:
+        out.append(True)  # a Python bool onto np.bool_s
+    else:
+        out.append(np.float64(2.5))
+        out.append(np.float32(0.5))
+    return out, out[-1], len(out)
+
+
 X = np.linspace(0.0, 1.0, 101)
 IX = np.arange(101)
 X32 = np.linspace(0.0, 1.0, 101, dtype=np.float32)
@@ -165,7 +196,12 @@ CASES = [(coin_sums, (300, [1, 2, 5, 10, 20, 50, 100, 200])),
          (to_the_caller, ([0.5] * 70, 100)),
          (float_into_ints, (300,)),
          (out_of_range, (100,)),
-         (bails_late, (3000,))]
+         (bails_late, (3000,)),
+         (appended_after, (X, IX, X32, 0)),
+         (appended_after, (X, IX, X32, 1)),
+         (appended_after, (X, IX, X32, 2)),
+         (appended_after, (X, IX, X32, 3)),
+         (appended_after, (X, IX, X32, 4))]
 
 
 
@@ -194,6 +230,21 @@ def test_the_kernels_lists_stay_unboxed():
     made, written_out = _core._number_list_stats()
     assert g(2000, [1, 2, 5]) == coin_sums(2000, [1, 2, 5])
     assert np.array_equal(h(x, 0.5), select_to_list(x, 0.5))
+    made2, written_out2 = _core._number_list_stats()
+    assert made2 >= made + 2
+    assert written_out2 == written_out
+
+
+def test_an_append_after_the_loop_keeps_the_list_unboxed():
+    # One item more of the same kind: no write-out (it cost a Value per item).
+    g = tessera.jit(appended_after)
+    x = np.linspace(0.0, 1.0, 5000)
+    ix = np.arange(5000)
+    x32 = x.astype(np.float32)
+    g(x, ix, x32, 0)
+    made, written_out = _core._number_list_stats()
+    for kind in (0, 1):
+        assert_identical(g(x, ix, x32, kind), appended_after(x, ix, x32, kind))
     made2, written_out2 = _core._number_list_stats()
     assert made2 >= made + 2
     assert written_out2 == written_out
