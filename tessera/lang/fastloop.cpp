@@ -689,7 +689,8 @@ std::unique_ptr<FastLoop> FastLoop::compile(const WhileNode& loop, const Frame& 
   impl->where = loop.loc().str();
   impl->node = &loop;
   if (!impl->compile(loop.cond_.get(), impl->cond) ||
-      !impl->compile(loop.body_.get(), impl->body) || !impl->lower_tuples()) {
+      !impl->compile(loop.body_.get(), impl->body) || !impl->lower_tuples() ||
+      !impl->lower_complex()) {
     return nullptr;
   }
   impl->frame = nullptr;
@@ -805,6 +806,24 @@ bool FastLoop::run_turns(const FramePtr& frame, Value& result, LoopRunTrace& tra
       }
     } catch (const Bail&) {
       st.regs[r].k = Reg::Undef;  // lists, strings, ...: only if the loop never reads it
+    }
+  }
+  // The kinds the complex lowering was compiled for (fastloop_complex.cpp).
+  for (const Impl::CxGuard& g : im.cx_guards) {
+    const Reg& x = st.regs[static_cast<size_t>(g.reg)];
+    if (x.k == Reg::Undef) continue;
+    const bool ok =
+        g.what == Impl::CxGuard::python_number
+            ? x.k == Reg::PyBool || x.k == Reg::PyInt || x.k == Reg::PyFloat
+        : g.what == Impl::CxGuard::numpy_scalar
+            ? x.k == Reg::NpBool || x.k == Reg::NpInt || x.k == Reg::NpFloat
+            : x.k == Reg::Arr && st.arrays[static_cast<size_t>(x.a)].dt == g.dt;
+    if (!ok) {
+      if (Impl::debug())
+        std::fprintf(stderr, "[fast loops] %s: '%s' is not of the kind the loop's complex "
+                     "numbers were compiled for\n", im.where.c_str(),
+                     static_cast<size_t>(g.reg) < im.names.size() ? im.names[g.reg].c_str() : "?");
+      return false;
     }
   }
   Reg last, saved_last;

@@ -349,6 +349,9 @@ struct FastLoop::Impl {
     // end with (compile_call); If: the choice between them. Native code,
     // which holds no None, bails where that value is None.
     bool returned = false;
+    // GetItem: the real (1) or imaginary (2) part of an element of a
+    // complex128 array (fastloop_complex.cpp), a NumPy float64.
+    int8_t cpart = 0;
     std::vector<FNode> kids;
     // Native code only: the counters of the nodes a chained access was
     // flattened from (`A[i][j]`'s inner getitem), counted with this one's.
@@ -516,7 +519,20 @@ struct FastLoop::Impl {
   struct TupleVar {
     int reg;
     std::vector<int> items;
+    // 0: a tuple; a complex number's two parts (fastloop_complex.cpp):
+    // 1 Python's complex, 2 NumPy's complex128.
+    int cx = 0;
   };
+  // What the complex lowering relied on of a variable of the loop's frames
+  // (its kind when the loop was compiled), checked when a run starts; a
+  // variable not assigned yet passes.
+  struct CxGuard {
+    enum What : uint8_t { none, python_number, numpy_scalar, array };
+    int reg;
+    uint8_t what;
+    DType dt;  // array's
+  };
+  std::vector<CxGuard> cx_guards;
   std::vector<TupleVar> frame_tuples;
   std::vector<int> frame_tuple_of;  // by register: index into frame_tuples, or -1
 
@@ -536,6 +552,12 @@ struct FastLoop::Impl {
   // of their items; false (said under TESSERA_FAST_LOOPS=debug) when a tuple
   // is used whole (given to a primitive, compared, indexed by a variable).
   bool lower_tuples();
+  // Replaces complex numbers (complex(x, y), elements of complex128 arrays,
+  // complex variables of the frames) by registers of their real and
+  // imaginary parts and their operations by float ones, with CPython's and
+  // NumPy's formulas (fastloop_complex.cpp). A loop it cannot lower keeps
+  // them as objects (true either way).
+  bool lower_complex();
   // The items of frame tuple `t` from the frame's value `v` (false: not a
   // tuple of that many numbers or arrays) and back.
   bool load_tuple(const TupleVar& t, const Value& v, State& st) const;

@@ -80,6 +80,19 @@ Reg FastLoop::Impl::getitem_of(const FNode& n, const Reg& x, State& st) const {
       ints = idx[done].int_payload();
     }
     const ArrEntry& e = st.arrays[x.a];
+    if (n.cpart) {
+      // A part of an element of a complex128 array (fastloop_complex.cpp).
+      if (!ints || !e.indexable || static_cast<size_t>(e.nd) != nidx ||
+          e.dt != DType::complex128)
+        throw BAIL;
+      int64_t off = 0;
+      for (size_t k = 0; k < nidx; ++k) {
+        int64_t j = idx[k].i < 0 ? idx[k].i + e.shape[k] : idx[k].i;
+        if (j < 0 || j >= e.shape[k]) throw BAIL;  // the IndexError is the general path's
+        off += j * e.strides[k];
+      }
+      return Reg::real(Reg::NpFloat, reinterpret_cast<const double*>(e.base)[2 * off + n.cpart - 1]);
+    }
     if (ints && e.indexable && static_cast<size_t>(e.nd) == nidx &&
         (e.dt == DType::float64 || e.dt == DType::int64 || e.dt == DType::bool_ ||
          e.dt == DType::float32 || int_kind_of(e.dt) != Reg::Undef)) {
@@ -652,6 +665,20 @@ Reg FastLoop::Impl::astype(const FNode& n, State& st) const {
 
 Reg FastLoop::Impl::call(const FNode& n, State& st) const {
   if (n.obj_op != ObjOp::none && n.slot >= 0) return object_call(n, st);
+  if (n.kids.size() == 1 && n.shape_items < 0 && !n.const_arg && n.spec->name == "item") {
+    // x.item() of a number: Python's number of its value (NumPy's int32 and
+    // float32 widen), read here.
+    Reg r = eval(n.kids[0], st);
+    if (r.scalar()) {
+      if (n.slot >= 0) ++st.counts[static_cast<size_t>(n.slot)];
+      if (r.k == Reg::PyBool || r.k == Reg::NpBool) return Reg::boolean(Reg::PyBool, r.b);
+      if (r.int_payload()) return Reg::make(Reg::PyInt, r.i);
+      return Reg::real(Reg::PyFloat, r.f);
+    }
+    if (!n.call || r.k == Reg::Undef) throw BAIL;
+    std::vector<Value> vals{to_value(r, st)};
+    return call_values(n, vals, st);
+  }
   if (n.kids.size() == 1 && n.shape_items < 0 && !n.const_arg && n.spec->name == "len") {
     // len() of a list, dict, string or array, read here (a loop's `for x in
     // xs` asks it at every turn); counted in the node's slot, as native code does.

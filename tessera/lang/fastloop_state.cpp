@@ -342,7 +342,7 @@ void FastLoop::Impl::sweep(State& st) {
 
 void FastLoop::Impl::write_back(const FramePtr& frame, const State& st, bool finished) const {
   for (size_t c = 0; c < counted.size(); ++c) {
-    if (st.counts[c])
+    if (st.counts[c] && counted[c])  // (null: the nodes the complex lowering made)
       counted[c]->counters().evaluations.fetch_add(st.counts[c], std::memory_order_relaxed);
   }
   for (size_t r = 0; r < vars.size(); ++r) {

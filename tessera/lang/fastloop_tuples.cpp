@@ -11,6 +11,7 @@
 // indexed by a variable, nested in another) keeps the loop on the general
 // path, as before; a variable of the loop's frames that only holds a tuple
 // when the loop starts and is used whole stays an object register.
+#include <complex>
 #include <cstdio>
 #include <string>
 #include <utility>
@@ -400,6 +401,17 @@ bool FastLoop::Impl::lower_tuples() {
 }
 
 bool FastLoop::Impl::load_tuple(const TupleVar& t, const Value& v, State& st) const {
+  if (t.cx) {
+    // A complex number of the kind compiled for: its parts.
+    if (!v.is_array()) return false;
+    const Array& a = v.as_array();
+    if (a.ndim() != 0 || a.dtype() != DType::complex128 || a.weak() != (t.cx == 1)) return false;
+    const std::complex<double> z = a.get_complex(0);
+    const Reg::Kind k = t.cx == 1 ? Reg::PyFloat : Reg::NpFloat;
+    st.regs[t.items[0]] = Reg::real(k, z.real());
+    st.regs[t.items[1]] = Reg::real(k, z.imag());
+    return true;
+  }
   if (!v.is_tuple() || v.as_list().size() != t.items.size()) return false;
   const List& xs = v.as_list();
   for (size_t i = 0; i < xs.size(); ++i) {
@@ -414,6 +426,17 @@ bool FastLoop::Impl::load_tuple(const TupleVar& t, const Value& v, State& st) co
 }
 
 Value FastLoop::Impl::tuple_value(const TupleVar& t, const State& st) const {
+  if (t.cx) {
+    auto part = [&](int r) {
+      const Reg& x = st.regs[r];
+      return x.float_payload() ? x.f : x.int_payload() ? static_cast<double>(x.i) : 0.0;
+    };
+    const std::complex<double> z(part(t.items[0]), part(t.items[1]));
+    if (t.cx == 1) return Value(Array::weak_complex(z));
+    Array a(DType::complex128, Shape{});
+    a.data<std::complex<double>>()[0] = z;
+    return Value(std::move(a));
+  }
   List xs;
   xs.reserve(t.items.size());
   for (int r : t.items) xs.push_back(to_value(st.regs[r], st));

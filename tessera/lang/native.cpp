@@ -647,7 +647,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   const bool tiers = native_tiers_enabled();
   const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
   const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
-                           LLVM_VERSION_STRING + " format 3" +
+                           LLVM_VERSION_STRING + " format 4" +
                            (j.llvm_args.empty() ? "" : " llvm " + j.llvm_args) + " helpers " +
                            std::to_string(std::size(kHelpers)) + " cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";

@@ -350,6 +350,17 @@ CV Gen::getitem(const FNode& n) {
   if (!e.indexable || static_cast<size_t>(e.nd) != nidx)
     throw Refuse{"indexing that does not select one element"};
   if (rows.count(r) && maybe_undef[r]) bail_if(b.CreateNot(b.CreateLoad(i1, def[r])));
+  if (n.cpart) {
+    // A part of an element of a complex128 array (fastloop_complex.cpp).
+    if (e.dt != DType::complex128) throw Refuse{"a complex part of a real array"};
+    llvm::Value* off = element_offset(n, r, 1, nidx);
+    llvm::Value* at = b.CreateAdd(b.CreateShl(off, 1), b.getInt64(n.cpart - 1));
+    llvm::Value* p = b.CreateBitCast(abase(r), f64->getPointerTo());
+    llvm::Value* v = b.CreateLoad(f64, b.CreateInBoundsGEP(f64, p, at));
+    count(n.counter);
+    for (int c : n.also_count) count(c);
+    return CV{Reg::NpFloat, v};
+  }
   llvm::Type* t;
   int k;
   switch (e.dt) {

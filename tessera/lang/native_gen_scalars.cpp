@@ -321,6 +321,17 @@ CV Gen::binary(const FNode& n) {
     count(n.counter);
     return CV{Reg::NpInt, r};
   }
+  if (n.fast == Fast::none && n.spec->name == "hypot" && a.k != kDyn && c.k != kDyn &&
+      (is_float(ka) || is_int(ka)) && (is_float(kb) || is_int(kb)) && !is_narrow(a.k) &&
+      !is_narrow(c.k)) {
+    // A complex number's abs() (fastloop_complex.cpp): a float of the
+    // operands' family (Python's unless either is NumPy's).
+    auto* t = llvm::FunctionType::get(f64, {f64, f64}, false);
+    llvm::Value* r = b.CreateCall(t, fptr(reinterpret_cast<void*>(&native_hypot), t),
+                                  {as_double(a), as_double(c)});
+    count(n.counter);
+    return mk(Reg::PyFloat, r, b.CreateOr(strong_of(a), strong_of(c)));
+  }
   if (n.fast == Fast::none) throw Refuse{"'" + n.spec->name + "' has no native code"};
   if (a.k == kDyn || c.k == kDyn) throw Refuse{"an operand of varying kind"};
   if (a.k == kDynF32 || c.k == kDynF32) {

@@ -178,6 +178,8 @@ extern "C" int32_t native_copy_block(char* dst, const int64_t* dst_strides, cons
   return 0;
 }
 
+extern "C" double native_hypot(double x, double y) { return std::hypot(x, y); }
+
 extern "C" void native_sort_1d(char* base, int64_t n, int64_t stride, int32_t dt) {
   dispatch_all(static_cast<DType>(dt), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -298,7 +300,8 @@ void* const kHelpers[] = {reinterpret_cast<void*>(&native_grow_undo),
                           reinterpret_cast<void*>(&native_loop_callee),
                           reinterpret_cast<void*>(&native_list_append_list),
                           reinterpret_cast<void*>(&native_sort_1d),
-                          reinterpret_cast<void*>(&native_copy_block)};
+                          reinterpret_cast<void*>(&native_copy_block),
+                          reinterpret_cast<void*>(&native_hypot)};
 
 }  // namespace native_gen
 

@@ -35,6 +35,8 @@ extern "C" double native_pow(double a, double b);
 // dtype `dt`): the sort primitive's order (kernels::sort_less, stable: NaNs
 // last, equal elements as they were).
 extern "C" void native_sort_1d(char* base, int64_t n, int64_t stride, int32_t dt);
+// hypot(x, y) (a complex number's abs() in native code).
+extern "C" double native_hypot(double x, double y);
 // Copies the block of `nd` dimensions of `shape` at `src` (strides in
 // elements of `size` bytes) into the one at `dst`, as NumPy's assignment:
 // through a buffer when the two share memory. 0, or 1 when out of memory.
@@ -66,7 +68,7 @@ namespace native_gen {
 // The functions the generated code calls, by index into NativeCtx::helpers
 // (native_helpers()); a new one goes at the end (the disk cache's key
 // counts them).
-constexpr size_t kHelperCount = 44;
+constexpr size_t kHelperCount = 45;
 extern void* const kHelpers[kHelperCount];
 
 }  // namespace native_gen

@@ -20,6 +20,15 @@ Array numeric_arg(Args& a, size_t i) {
 
 // Scalars give scalars where Python would (real/imag of a float).
 Value part(Args& a, int which) {
+  if (a[0].is_array() && a[0].as_array().weak() && a[0].as_array().ndim() == 0 &&
+      which <= 2) {
+    // A Python complex: z.real and z.imag are Python floats, z.conjugate()
+    // a Python complex.
+    const std::complex<double> z = a[0].as_array().get_complex(0);
+    if (which == 0) return Value(z.real());
+    if (which == 1) return Value(z.imag());
+    return Value(Array::weak_complex(std::conj(z)));
+  }
   if ((which == 0 || which == 1) && a[0].is_array() && is_complex(a[0].as_array().dtype())) {
     // z.real and z.imag are views of z, as in NumPy (z.imag[0] = 7 writes z).
     return Value(Array::complex_part_view(a.view(0), which));
@@ -84,8 +93,13 @@ const bool registered_complex_ops = register_primitives(without_gradient({
          return Value(kernels::complex_binary(BinaryOp::add, re, jw, a.op()));
        }
        Array z = kernels::make_complex(re, im);
-       // complex(1, 2) of two numbers: a Python complex number, weak in promotion.
-       if (a[0].is_scalar() && a[1].is_scalar())
+       // complex(1, 2) of two numbers (NumPy's scalars too, converted by
+       // float() as Python's complex() does): a Python complex number, weak
+       // in promotion.
+       auto number = [](const Value& v) {
+         return v.is_scalar() || (v.is_array() && v.as_array().ndim() == 0);
+       };
+       if (number(a[0]) && number(a[1]))
          return Value(Array::weak_complex(z.get_complex(0)));
        return Value(z);
      }},

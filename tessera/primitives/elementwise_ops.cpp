@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <complex>
 #include <limits>
+#include <stdexcept>
 #include <utility>
 
 #include "tessera/core/error.hpp"
@@ -271,9 +273,185 @@ Array binary_array(BinaryOp op, const Array& a, const Array& b, const char* opna
   return out;
 }
 
+namespace {
+
+using Cx = std::complex<double>;
+
+// A number of complex scalar arithmetic: Python's (a Python number or a
+// Python complex: `python`) or NumPy's (a 0-d complex128, float64, int64 or
+// bool); false for anything else (an array, another dtype).
+bool complex_operand(const Value& v, Cx& z, bool& python) {
+  if (v.is_bool() || v.is_int() || v.is_float()) {
+    z = Cx(v.is_float() ? v.as_float() : static_cast<double>(v.is_bool() ? v.as_bool() : v.as_int()), 0.0);
+    python = true;
+    return true;
+  }
+  if (!v.is_array()) return false;
+  const Array& a = v.as_array();
+  if (a.ndim() != 0) return false;
+  if (a.dtype() == DType::complex128) {
+    z = a.get_complex(0);
+    python = a.weak();
+    return true;
+  }
+  if (a.weak() || (a.dtype() != DType::float64 && a.dtype() != DType::int64 && a.dtype() != DType::bool_))
+    return false;
+  z = Cx(a.dtype() == DType::float64 ? a.get_double(0) : static_cast<double>(a.get_int(0)), 0.0);
+  python = false;
+  return true;
+}
+
+// CPython's _Py_c_prod and (with NumPy's) complex product.
+Cx c_prod(Cx a, Cx b) {
+  return Cx(a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real());
+}
+
+// CPython's _Py_c_quot: false for a zero divisor (its ZeroDivisionError).
+bool py_quot(Cx a, Cx b, Cx& r) {
+  const double abr = b.real() < 0 ? -b.real() : b.real();
+  const double abi = b.imag() < 0 ? -b.imag() : b.imag();
+  if (abr >= abi) {
+    if (abr == 0.0) return false;
+    const double ratio = b.imag() / b.real();
+    const double denom = b.real() + b.imag() * ratio;
+    r = Cx((a.real() + a.imag() * ratio) / denom, (a.imag() - a.real() * ratio) / denom);
+  } else if (abi >= abr) {
+    const double ratio = b.real() / b.imag();
+    const double denom = b.real() * ratio + b.imag();
+    r = Cx((a.real() * ratio + a.imag()) / denom, (a.imag() * ratio - a.real()) / denom);
+  } else {
+    r = Cx(std::nan(""), std::nan(""));
+  }
+  return true;
+}
+
+// NumPy's complex division (its loops' formula); false for a zero divisor
+// (NumPy's inf or nan with a warning: the array kernel's).
+bool np_quot(Cx a, Cx b, Cx& r) {
+  const double abr = std::fabs(b.real()), abi = std::fabs(b.imag());
+  if (abr >= abi) {
+    if (abr == 0.0 && abi == 0.0) return false;
+    const double rat = b.imag() / b.real();
+    const double scl = 1.0 / (b.real() + b.imag() * rat);
+    r = Cx((a.real() + a.imag() * rat) * scl, (a.imag() - a.real() * rat) * scl);
+  } else {
+    const double rat = b.real() / b.imag();
+    const double scl = 1.0 / (b.imag() + b.real() * rat);
+    r = Cx((a.real() * rat + a.imag()) * scl, (a.imag() * rat - a.real()) * scl);
+  }
+  return true;
+}
+
+// x ** n by CPython's c_powu (binary exponentiation from 1).
+Cx c_powu(Cx x, int64_t n) {
+  Cx r(1.0, 0.0), p = x;
+  for (int64_t mask = 1; mask > 0 && n >= mask; mask <<= 1) {
+    if (n & mask) r = c_prod(r, p);
+    p = c_prod(p, p);
+  }
+  return r;
+}
+
+// Python's complex ** complex (complexobject.c's complex_pow, CPython 3.11).
+Cx py_pow(Cx a, Cx b, const char* opname) {
+  auto zero_power = [&] {
+    return ZeroDivisionError(error_message("[", opname, "] 0.0 to a negative or complex power"));
+  };
+  Cx p;
+  if (b.imag() == 0.0 && b.real() == std::floor(b.real()) && std::fabs(b.real()) <= 100.0) {
+    const auto n = static_cast<int64_t>(b.real());
+    if (n > 0) {
+      p = c_powu(a, n);
+    } else if (!py_quot(Cx(1.0, 0.0), c_powu(a, -n), p)) {
+      throw zero_power();
+    }
+  } else if (b.real() == 0.0 && b.imag() == 0.0) {
+    p = Cx(1.0, 0.0);
+  } else if (a.real() == 0.0 && a.imag() == 0.0) {
+    if (b.imag() != 0.0 || b.real() < 0.0) throw zero_power();
+    p = Cx(0.0, 0.0);
+  } else {
+    // _Py_c_pow
+    const double vabs = std::hypot(a.real(), a.imag());
+    double len = std::pow(vabs, b.real());
+    const double at = std::atan2(a.imag(), a.real());
+    double phase = at * b.real();
+    if (b.imag() != 0.0) {
+      len /= std::exp(at * b.imag());
+      phase += b.imag() * std::log(vabs);
+    }
+    p = Cx(len * std::cos(phase), len * std::sin(phase));
+  }
+  if (std::isinf(p.real()) || std::isinf(p.imag()))
+    throw std::overflow_error(error_message("[", opname, "] complex exponentiation overflows"));
+  return p;
+}
+
+// a op b of two complex scalars (at least one complex) with Python's
+// formulas when both are Python's numbers (a Python complex result) and
+// NumPy's scalar math otherwise (a complex128 scalar): `out` set, or false
+// for what the array kernels compute.
+bool complex_scalar_binary(BinaryOp op, const Value& a, const Value& b, const char* opname,
+                           Value& out) {
+  if (op != BinaryOp::add && op != BinaryOp::subtract && op != BinaryOp::multiply &&
+      op != BinaryOp::divide && op != BinaryOp::power && op != BinaryOp::equal &&
+      op != BinaryOp::not_equal)
+    return false;
+  Cx x, y;
+  bool px, py;
+  if (!complex_operand(a, x, px) || !complex_operand(b, y, py)) return false;
+  const bool complex_in = (a.is_array() && a.as_array().dtype() == DType::complex128) ||
+                          (b.is_array() && b.as_array().dtype() == DType::complex128);
+  if (!complex_in) return false;
+  const bool python = px && py;
+  if (op == BinaryOp::equal || op == BinaryOp::not_equal) {
+    // A Python bool of Python's numbers, np.bool_ of NumPy's.
+    const bool eq = x.real() == y.real() && x.imag() == y.imag();
+    const bool r = op == BinaryOp::equal ? eq : !eq;
+    out = python ? Value(r) : Value(Array::scalar_bool(r));
+    return true;
+  }
+  Cx r;
+  switch (op) {
+    case BinaryOp::add: r = Cx(x.real() + y.real(), x.imag() + y.imag()); break;
+    case BinaryOp::subtract: r = Cx(x.real() - y.real(), x.imag() - y.imag()); break;
+    case BinaryOp::multiply: r = c_prod(x, y); break;
+    case BinaryOp::divide:
+      if (python && !py_quot(x, y, r))
+        throw ZeroDivisionError(error_message("[", opname, "] complex division by zero"));
+      if (!python && !np_quot(x, y, r)) return false;
+      break;
+    default:  // power
+      if (python) {
+        r = py_pow(x, y, opname);
+      } else if (y.imag() == 0.0 && y.real() == std::floor(y.real()) && std::fabs(y.real()) < 100.0 &&
+                 !(x.real() == 0.0 && x.imag() == 0.0) && y.real() != 0.0) {
+        // NumPy's scalar power of a small integer: binary exponentiation,
+        // the reciprocal by its division for a negative one.
+        const auto n = static_cast<int64_t>(y.real());
+        r = c_powu(x, n < 0 ? -n : n);
+        if (n < 0 && !np_quot(Cx(1.0, 0.0), r, r)) return false;
+      } else {
+        return false;
+      }
+      break;
+  }
+  if (python) {
+    out = Value(Array::weak_complex(r));
+  } else {
+    Array z(DType::complex128, Shape{});
+    z.data<Cx>()[0] = r;
+    out = Value(std::move(z));
+  }
+  return true;
+}
+
+}  // namespace
+
 Value binary_op(BinaryOp op, Value a, Value b, const char* opname) {
   if (!opname) opname = op_name(op);
   if (a.is_scalar() && b.is_scalar()) return scalar_binary(op, a, b, opname);
+  if (Value r; complex_scalar_binary(op, a, b, opname, r)) return r;
   if (!a.is_numeric()) a = numeric(a, opname, "argument 'x'");
   if (!b.is_numeric()) b = numeric(b, opname, "argument 'y'");
   if ((a.is_array() && is_complex(a.as_array().dtype())) ||
@@ -373,6 +551,25 @@ Array unary_array(UnaryOp op, const Array& x, const char* opname) {
 Value unary_op(UnaryOp op, Value x, const char* opname) {
   if (!opname) opname = op_name(op);
   if (x.is_scalar()) return scalar_unary(op, x, opname);
+  if (op == UnaryOp::abs && x.is_array() && x.as_array().ndim() == 0 &&
+      x.as_array().dtype() == DType::complex128) {
+    // abs() of a complex scalar: hypot (CPython's _Py_c_abs, NumPy's scalar
+    // math), a Python float of a Python complex (OverflowError past the
+    // largest float, as Python), NumPy's float64 of np.complex128.
+    const Cx z = x.as_array().get_complex(0);
+    const double h = std::hypot(z.real(), z.imag());
+    if (!x.as_array().weak()) return Value(Array::scalar(h));
+    if (std::isinf(h) && std::isfinite(z.real()) && std::isfinite(z.imag()))
+      throw std::overflow_error(error_message("[", opname, "] absolute value too large"));
+    return Value(h);
+  }
+  if ((op == UnaryOp::negative || op == UnaryOp::positive) && x.is_array() &&
+      x.as_array().ndim() == 0 && x.as_array().dtype() == DType::complex128 &&
+      x.as_array().weak()) {
+    // -z and +z of a Python complex: a Python complex.
+    const Cx z = x.as_array().get_complex(0);
+    return Value(Array::weak_complex(op == UnaryOp::negative ? -z : z));
+  }
   return unary_into(op, take_array(x, opname, "argument 'x'"), opname);
 }
 
