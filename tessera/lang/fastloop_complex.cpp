@@ -40,15 +40,19 @@ constexpr int kCxTempDepth = -(1 << 27);
 // What an expression holds, as far as the lowering needs to know: not yet
 // known (unset), a number or value of unknown kind (unk), a real number of
 // Python's (rpy) or NumPy's (rnp) kind, a Python complex (cpy) or a NumPy
-// complex128 (cnp); bad: a register holding both a complex and something else.
-enum class T : uint8_t { unset, unk, rpy, rnp, cpy, cnp, bad };
+// complex128 (cnp), or either by turns (cdyn: `z = 0j`, then `z = z * z + c[k]`
+// of a complex128 array; its parts are Python's or NumPy's floats by turns,
+// which the interpreter and the native code track as for any float); bad: a
+// register holding both a complex and something else.
+enum class T : uint8_t { unset, unk, rpy, rnp, cpy, cnp, cdyn, bad };
 
-bool is_cx(T t) { return t == T::cpy || t == T::cnp; }
+bool is_cx(T t) { return t == T::cpy || t == T::cnp || t == T::cdyn; }
 bool is_real(T t) { return t == T::rpy || t == T::rnp; }
 
 T join(T a, T b) {
   if (a == T::unset) return b;
   if (b == T::unset || a == b) return a;
+  if (is_cx(a) && is_cx(b)) return T::cdyn;
   if (a == T::bad || b == T::bad || is_cx(a) || is_cx(b)) return T::bad;
   return T::unk;  // rpy and rnp by turns, or unknown
 }
@@ -143,7 +147,10 @@ class ComplexLowering {
     bool any = false;
     for (size_t r = 0; r < n; ++r) {
       if (t_[r] == T::bad) {
-        why = "'" + name(static_cast<int>(r)) + "' holds a complex number and another value";
+        why = "'" + name(static_cast<int>(r)) +
+              "' holds a complex number and another value, Python's complex and NumPy's by "
+              "turns, or a complex number computed with a number of a kind not known here (a "
+              "float32, a narrow int, an object)";
         return false;
       }
       any = any || is_cx(t_[r]);
@@ -297,7 +304,7 @@ class ComplexLowering {
         const T a = kind(e.kids[0]);
         if (!is_cx(a)) return m == "item" && a != T::bad ? T::rpy : T::unk;
         if (m == "abs" || m == "absolute" || m == "real" || m == "imag")
-          return a == T::cpy ? T::rpy : T::rnp;
+          return a == T::cpy ? T::rpy : a == T::cnp ? T::rnp : T::unk;
         if (m == "conj" || m == "conjugate" || m == "negative" || m == "positive") return a;
         return T::bad;
       }
@@ -322,11 +329,14 @@ class ComplexLowering {
     // A complex operand: the other a complex or a real of known kind.
     if (!(is_cx(a) || is_real(a)) || !(is_cx(b) || is_real(b))) return T::bad;
     const bool np = a == T::cnp || b == T::cnp || a == T::rnp || b == T::rnp;
-    if (e.fast == Fast::eq || e.fast == Fast::ne) return np ? T::rnp : T::rpy;
-    if (e.fast == Fast::add || e.fast == Fast::sub || e.fast == Fast::mul || e.fast == Fast::div)
-      return np ? T::cnp : T::cpy;
+    const bool dyn = a == T::cdyn || b == T::cdyn;
+    if (e.fast == Fast::eq || e.fast == Fast::ne) return np ? T::rnp : dyn ? T::unk : T::rpy;
+    if (e.fast == Fast::add || e.fast == Fast::sub || e.fast == Fast::mul)
+      return np ? T::cnp : dyn ? T::cdyn : T::cpy;
+    // Python's and NumPy's quotients differ: a kind known here only.
+    if (e.fast == Fast::div) return np ? T::cnp : dyn ? T::bad : T::cpy;
     if (e.fast == Fast::none && e.spec && (e.spec->name == "power" || e.spec->name == "ipow") &&
-        is_cx(a) && !np && small_int_power(e.kids[1]))
+        a == T::cpy && !np && small_int_power(e.kids[1]))
       return T::cpy;
     return T::bad;
   }
@@ -854,7 +864,7 @@ bool FastLoop::Impl::lower_complex() {
     if (frame_tuple_of.size() < vars.size()) frame_tuple_of.resize(vars.size(), -1);
     frame_tuple_of[r] = static_cast<int>(frame_tuples.size());
     frame_tuples.push_back({static_cast<int>(r), {t.parts_[r][0], t.parts_[r][1]},
-                            t.t_[r] == T::cpy ? 1 : 2});
+                            t.t_[r] == T::cpy ? 1 : t.t_[r] == T::cnp ? 2 : 3});
   }
   if (!frame_tuple_of.empty() && frame_tuple_of.size() < vars.size())
     frame_tuple_of.resize(vars.size(), -1);

@@ -520,7 +520,8 @@ struct FastLoop::Impl {
     int reg;
     std::vector<int> items;
     // 0: a tuple; a complex number's two parts (fastloop_complex.cpp):
-    // 1 Python's complex, 2 NumPy's complex128.
+    // 1 Python's complex, 2 NumPy's complex128, 3 either by turns (the
+    // parts' kinds say which).
     int cx = 0;
   };
   // What the complex lowering relied on of a variable of the loop's frames

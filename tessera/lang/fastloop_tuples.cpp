@@ -405,9 +405,10 @@ bool FastLoop::Impl::load_tuple(const TupleVar& t, const Value& v, State& st) co
     // A complex number of the kind compiled for: its parts.
     if (!v.is_array()) return false;
     const Array& a = v.as_array();
-    if (a.ndim() != 0 || a.dtype() != DType::complex128 || a.weak() != (t.cx == 1)) return false;
+    if (a.ndim() != 0 || a.dtype() != DType::complex128) return false;
+    if (t.cx != 3 && a.weak() != (t.cx == 1)) return false;
     const std::complex<double> z = a.get_complex(0);
-    const Reg::Kind k = t.cx == 1 ? Reg::PyFloat : Reg::NpFloat;
+    const Reg::Kind k = a.weak() ? Reg::PyFloat : Reg::NpFloat;
     st.regs[t.items[0]] = Reg::real(k, z.real());
     st.regs[t.items[1]] = Reg::real(k, z.imag());
     return true;
@@ -432,7 +433,9 @@ Value FastLoop::Impl::tuple_value(const TupleVar& t, const State& st) const {
       return x.float_payload() ? x.f : x.int_payload() ? static_cast<double>(x.i) : 0.0;
     };
     const std::complex<double> z(part(t.items[0]), part(t.items[1]));
-    if (t.cx == 1) return Value(Array::weak_complex(z));
+    // Python's complex, or (its parts NumPy's floats) NumPy's complex128.
+    if (t.cx == 1 || (t.cx == 3 && !st.regs[t.items[0]].strong()))
+      return Value(Array::weak_complex(z));
     Array a(DType::complex128, Shape{});
     a.data<std::complex<double>>()[0] = z;
     return Value(std::move(a));

@@ -681,6 +681,8 @@ CV Gen::block_write(const FNode& n) {
     throw Refuse{"a row write of an array of another rank"};
   if (sites) throw Refuse{"a row write in a turn without loops"};
   if (rows.count(r)) throw Refuse{"a row write into a row view"};
+  // (A row view not assigned on every path so far: the interpreter's.)
+  if (rows.count(y) && maybe_undef[y]) bail_if(b.CreateNot(b.CreateLoad(i1, def[y])));
   // The value's block first, then the destination's (setitem's operands in order).
   llvm::Value* src = vidx == 0 ? b.CreateBitCast(abase(y), i8p) : block_offset(y, v, 1);
   llvm::Value* dst = block_offset(r, n, 2);

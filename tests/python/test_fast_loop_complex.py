@@ -131,6 +131,74 @@ def np_power_stays_objects(zs):
     return s
 
 
+def inline_helper(xs):
+    # A helper called inline computing on complex numbers, its result complex.
+    def rot(z, k):
+        return z * complex(math.cos(k), math.sin(k))
+
+    s = 0j
+    for i in range(len(xs)):
+        s = s + rot(complex(xs[i], 1.0), 0.1 * i)
+    return s
+
+
+def escape_counts(cs):
+    # A while loop whose condition is on complex numbers; the counts only.
+    out = np.zeros(len(cs), dtype=np.int64)
+    for k in range(len(cs)):
+        z = 0j
+        n = 0
+        while abs(z) < 2 and n < 60:
+            z = z * z + cs[k]
+            n += 1
+        out[k] = n
+    return out
+
+
+def prange_abs(xs):
+    # A prange loop over complex values (its abs() may bail: run as range).
+    out = np.empty(len(xs))
+    for i in tessera.prange(len(xs)):
+        z = complex(xs[i], 0.5)
+        for _ in range(10):
+            z = z * z * 0.5 + 0.1j
+        out[i] = abs(z)
+    return out
+
+
+def across_checkpoints(n):
+    # Past the native code's checkpoints: the parts go back and on.
+    z = complex(0.0, 0.0)
+    for i in range(n):
+        z = z * 0.999 + complex(1.0, -1.0)
+    return z
+
+
+def python_then_numpy(cs, n):
+    # 0j, then NumPy's complex128 once an element is added: the kind given
+    # back is the last turn's (Python's when the loop does not run).
+    z = 0j
+    for k in range(n):
+        z = z * 0.5 + cs[k]
+    return z
+
+
+def kinds_by_turns(zs):
+    # Python's complex and NumPy's by turns: objects, the same answer.
+    z = zs[0]
+    for k in range(len(zs)):
+        z = complex(1.0, 2.0) if k % 2 else zs[k]
+    return z
+
+
+def float32_mix(a):
+    # A float32 element with a Python complex is complex64 in NumPy: objects.
+    s = 0j
+    for i in range(len(a)):
+        s = s + a[i] * (1 + 1j)
+    return s
+
+
 ZS = (np.linspace(-2, 3, 40) + 1j * np.cos(np.arange(40.0))).astype(np.complex128)
 XS = np.linspace(-3.0, 4.0, 40)
 YS = np.sin(np.arange(40.0)) * 5
@@ -145,7 +213,15 @@ CASES = [(mandelbrot_complex, (30, 20, 60)),
          (divide_by_zero, (10,)),
          (power_overflow, (10,)),
          (whole_use, (20,)),
-         (np_power_stays_objects, (ZS,))]
+         (np_power_stays_objects, (ZS,)),
+         (inline_helper, (np.linspace(0.0, 1.0, 50),)),
+         (escape_counts, (ZS * 0.3,)),
+         (prange_abs, (np.linspace(-1.0, 1.0, 3000),)),
+         (across_checkpoints, (40000,)),
+         (python_then_numpy, (ZS, 7)),
+         (python_then_numpy, (ZS, 0)),
+         (kinds_by_turns, (ZS[:5],)),
+         (float32_mix, (np.arange(10, dtype=np.float32),))]
 
 NATIVE = [mandelbrot_complex, newton_fractal, arithmetic, numpy_complex, specials]
 
@@ -201,5 +277,6 @@ def test_native_interpreter_and_general_print_the_same():
     native, log = out["native"]
     assert native == out["interpreter"][0] == out["general"][0]
     assert "ZeroDivisionError" in native and "OverflowError" in native
-    assert_loops_end_natively(log, [mandelbrot_complex, arithmetic, numpy_complex, newton_fractal],
+    assert_loops_end_natively(log, [mandelbrot_complex, arithmetic, numpy_complex, newton_fractal,
+                                    inline_helper, escape_counts, across_checkpoints],
                               some=[specials])
