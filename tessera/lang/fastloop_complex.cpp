@@ -57,17 +57,7 @@ T join(T a, T b) {
   return T::unk;  // rpy and rnp by turns, or unknown
 }
 
-bool named(const CNode& n, const char* name, size_t nkids) {
-  return (n.op == Op::Call || n.op == Op::Binary) && n.spec && n.spec->name == name &&
-         n.kids.size() == nkids;
-}
-
-CNode var(int r) {
-  CNode v;
-  v.op = Op::Var;
-  v.reg = r;
-  return v;
-}
+CNode var(int r) { return FastLoop::Impl::var_node(r); }
 
 CNode fconst(double f) {
   CNode c;
@@ -76,13 +66,7 @@ CNode fconst(double f) {
   return c;
 }
 
-CNode assign(int r, CNode value) {
-  CNode a;
-  a.op = Op::Assign;
-  a.reg = r;
-  a.kids.push_back(std::move(value));
-  return a;
-}
+CNode assign(int r, CNode value) { return FastLoop::Impl::assign_node(r, std::move(value)); }
 
 CNode block(std::vector<CNode> kids) {
   CNode b;
@@ -525,7 +509,6 @@ class ComplexLowering {
   // abs(z), z.real, z.imag of a complex z (real results).
   bool lower_part(CNode& n) {
     const std::string m = n.spec->name;
-    const T k = kind(n.kids[0]);
     std::vector<CNode> pre;
     CNode re, im;
     if (!lower_cx(n.kids[0], pre, re, im)) return false;
@@ -546,7 +529,6 @@ class ComplexLowering {
     pre.push_back(if_(logic(true, cmp(eq_, Fast::eq, var(h), fconst(inf)), std::move(finite)),
                       bail(), CNode{}));
     pre.push_back(var(h));
-    (void)k;
     n = block(std::move(pre));
     return true;
   }
@@ -638,7 +620,7 @@ class ComplexLowering {
         return true;
       }
       case Op::Call:
-        return lower_call(e, k, pre, re, im);
+        return lower_call(e, pre, re, im);
       case Op::Binary:
         return lower_arith(e, k, pre, re, im);
       default:
@@ -653,7 +635,7 @@ class ComplexLowering {
     return part;
   }
 
-  bool lower_call(CNode& e, T k, std::vector<CNode>& pre, CNode& re, CNode& im) {
+  bool lower_call(CNode& e, std::vector<CNode>& pre, CNode& re, CNode& im) {
     const std::string m = e.spec->name;
     if (m == "complex") {
       // complex(x, y) of real numbers: Python's complex, parts float(x) and
@@ -680,7 +662,6 @@ class ComplexLowering {
       re = ar;
       im = ai;
     }
-    (void)k;
     return true;
   }
 
@@ -688,7 +669,6 @@ class ComplexLowering {
     const int counter = e.counter;
     if (e.fast == Fast::none) return lower_power(e, pre, re, im);
     const bool np = k == T::cnp;
-    const bool real_a = !is_cx(kind(e.kids[0])), real_b = !is_cx(kind(e.kids[1]));
     CNode ar, ai, br, bi;
     if (!operand(e.kids[0], pre, ar, ai) || !operand(e.kids[1], pre, br, bi)) return false;
     CNode r, i;
@@ -714,8 +694,6 @@ class ComplexLowering {
         why = "a complex operation the fast path does not compute";
         return false;
     }
-    (void)real_a;
-    (void)real_b;
     re = held(np ? np_float(std::move(r)) : std::move(r), pre);
     im = held(np ? np_float(std::move(i)) : std::move(i), pre);
     return true;

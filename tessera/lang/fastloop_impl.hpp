@@ -357,6 +357,21 @@ struct FastLoop::Impl {
     // flattened from (`A[i][j]`'s inner getitem), counted with this one's.
     std::vector<int> also_count;
   };
+  // Nodes the passes after compilation build (fastloop_tuples.cpp,
+  // fastloop_complex.cpp): a register's read, and its assignment.
+  static FNode var_node(int reg) {
+    FNode v;
+    v.op = Op::Var;
+    v.reg = reg;
+    return v;
+  }
+  static FNode assign_node(int reg, FNode value) {
+    FNode a;
+    a.op = Op::Assign;
+    a.reg = reg;
+    a.kids.push_back(std::move(value));
+    return a;
+  }
   // A variable of the frame `depth` frames up from the loop's; a negative
   // depth is a local of a function called inline (its own register at
   // each call site, never read from or written to a frame).

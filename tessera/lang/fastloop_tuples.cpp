@@ -38,20 +38,9 @@ bool tup_is_len(const TupNode& n) {
   return n.op == Op::Call && n.spec && n.spec->name == "len" && n.kids.size() == 1;
 }
 
-TupNode tup_var(int reg) {
-  TupNode v;
-  v.op = Op::Var;
-  v.reg = reg;
-  return v;
-}
+TupNode tup_var(int reg) { return FastLoop::Impl::var_node(reg); }
 
-TupNode tup_assign(int reg, TupNode value) {
-  TupNode a;
-  a.op = Op::Assign;
-  a.reg = reg;
-  a.kids.push_back(std::move(value));
-  return a;
-}
+TupNode tup_assign(int reg, TupNode value) { return FastLoop::Impl::assign_node(reg, std::move(value)); }
 
 class TupleLowering {
  public:

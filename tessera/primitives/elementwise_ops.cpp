@@ -428,8 +428,11 @@ bool complex_scalar_binary(BinaryOp op, const Value& a, const Value& b, const ch
                  !(x.real() == 0.0 && x.imag() == 0.0) && y.real() != 0.0) {
         // NumPy's scalar power of a small integer: binary exponentiation,
         // the reciprocal by its division for a negative one.
+        // 1, 2 and 3 unrolled, as NumPy's npy_cpow (no product with 1 + 0j,
+        // whose 0 * inf would be NaN).
         const auto n = static_cast<int64_t>(y.real());
-        r = c_powu(x, n < 0 ? -n : n);
+        r = n == 1 ? x : n == 2 ? c_prod(x, x) : n == 3 ? c_prod(x, c_prod(x, x))
+                                                         : c_powu(x, n < 0 ? -n : n);
         if (n < 0 && !np_quot(Cx(1.0, 0.0), r, r)) return false;
       } else {
         return false;

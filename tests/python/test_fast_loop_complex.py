@@ -267,6 +267,17 @@ def test_the_general_path_computes_pythons_and_numpys_complex_arithmetic():
     for _ in range(200):
         args = [float(x) for x in rng.normal(size=4) * 10.0 ** rng.uniform(-3, 3, 4)]
         assert _bits(g(*args)) == _bits(f(*args)), args
+    # Infinite and NaN parts, and the signs of zeros.
+    for args in [(math.inf, 1.0, 2.0, -0.0), (-0.0, math.inf, math.nan, 1.0), (1e308, 1e308, 0.5, 2.0),
+                 (-0.0, -0.0, 3.0, 0.0), (2.0, -3.0, -0.0, 5.0)]:
+        with np.errstate(all="ignore"):
+            try:
+                expected = f(*args)
+            except (ZeroDivisionError, OverflowError) as e:
+                with pytest.raises(type(e)):
+                    g(*args)
+                continue
+        assert _bits(g(*args)) == _bits(expected), args
 
 
 _SCRIPT = cases_script("test_fast_loop_complex")

@@ -7,30 +7,20 @@ refused (ValueError), a source sharing memory with the destination read whole fi
 arrays written as NumPy writes them. Each case agrees with NumPy, the loop interpreter and
 the general evaluation at 1 and 2 threads, and the loops whose rows fit end natively."""
 
+import os
+import sys
+
 import numpy as np
 import pytest
 from jit_check import assert_loops_end_natively, cases_script, check, run_on_every_path
 
-
-def automaton(width, steps, rule):
-    # Rule 110 keeping every generation: a row write and a new row per step.
-    cells = np.zeros(width, dtype=np.uint8)
-    cells[width // 2] = 1
-    history = np.zeros((steps, width), dtype=np.uint8)
-    for t in range(steps):
-        history[t] = cells
-        nxt = np.zeros(width, dtype=np.uint8)
-        for i in range(width):
-            left = cells[i - 1]
-            right = cells[(i + 1) % width]
-            idx = 4 * left + 2 * cells[i] + right
-            nxt[i] = (rule >> idx) & 1
-        cells = nxt
-    return history
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
+# Rule 110 keeping every generation: a row write and a new uint8 row per step.
+from unseen_kernels import elementary_ca  # noqa: E402 - bench/, on the path above
 
 
 def automaton_like(cells, steps, rule):
-    # The same on the caller's cells (int64 or bool), new rows by zeros_like.
+    # elementary_ca on the caller's cells (int64 or bool), new rows by zeros_like.
     width = len(cells)
     history = np.zeros((steps, width), dtype=cells.dtype)
     for t in range(steps):
@@ -98,24 +88,14 @@ def out_of_bounds(n):
     return a
 
 
-def broadcast_row(n):
-    # A row of one element is broadcast (NumPy's), a row too long refused.
+def rows_of_length(n, k):
+    # A value row of one element is broadcast (NumPy's); of five, refused (ValueError).
     a = np.zeros((n, 4))
-    one = np.ones(1)
+    v = np.ones(k)
     for i in range(n):
-        for k in range(1):
-            one[k] = i * 2.0
-        a[i] = one
-    return a
-
-
-def wrong_length(n):
-    a = np.zeros((n, 4))
-    five = np.ones(5)
-    for i in range(n):
-        for k in range(5):
-            five[k] = i
-        a[i] = five
+        for j in range(k):
+            v[j] = i * 2.0 + j
+        a[i] = v
     return a
 
 
@@ -130,15 +110,15 @@ def other_dtype(n):
     return a
 
 
-CASES = [(automaton, (61, 30, 110)),
+CASES = [(elementary_ca, (61, 30, 110)),
          (automaton_like, (_seed(40, np.int64), 25, 30)),
          (automaton_like, (_seed(33, np.bool_), 20, 90)),
          (frames, (6, 5)),
          (int32_rows, (50,)),
          (shared_memory, (8,)),
          (out_of_bounds, (4,)),
-         (broadcast_row, (6,)),
-         (wrong_length, (3,)),
+         (rows_of_length, (6, 1)),
+         (rows_of_length, (3, 5)),
          (other_dtype, (5,))]
 
 
@@ -156,4 +136,4 @@ def test_native_interpreter_and_general_print_the_same():
     native, log = out["native"]
     assert native == out["interpreter"][0] == out["general"][0]
     assert "IndexError" in native and "ValueError" in native
-    assert_loops_end_natively(log, [automaton, automaton_like, frames, int32_rows, shared_memory])
+    assert_loops_end_natively(log, [elementary_ca, automaton_like, frames, int32_rows, shared_memory])
