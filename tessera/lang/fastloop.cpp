@@ -25,6 +25,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include "tessera/core/error.hpp"
 #include "tessera/kernels/elementwise.hpp"
@@ -768,7 +769,16 @@ bool FastLoop::run_turns(const FramePtr& frame, Value& result, LoopRunTrace& tra
   }
   // The variables as they are now; a pending one (a define still
   // computing) leaves the loop to the general evaluation. The locals of
-  // functions called inline start unassigned.
+  // functions called inline start unassigned. (An array made before the
+  // loop, 71 MB of a 3000 x 3000 table, counted as the loop's own buffers
+  // once: past kMaxNewBytes, it was no register and the loop ran general,
+  // 650x slower.)
+  struct Loading {
+    Impl::State& st;
+    explicit Loading(Impl::State& s) : st(s) { st.loading_frame = true; }
+    ~Loading() { st.loading_frame = false; }
+  };
+  std::optional<Loading> loading(std::in_place, st);
   for (size_t r = 0; r < n; ++r) {
     if (im.vars[r].depth < 0) continue;
     const Frame* f = frame->up(im.vars[r].depth);
@@ -808,6 +818,7 @@ bool FastLoop::run_turns(const FramePtr& frame, Value& result, LoopRunTrace& tra
       st.regs[r].k = Reg::Undef;  // lists, strings, ...: only if the loop never reads it
     }
   }
+  loading.reset();
   // The kinds the complex lowering was compiled for (fastloop_complex.cpp).
   for (const Impl::CxGuard& g : im.cx_guards) {
     const Reg& x = st.regs[static_cast<size_t>(g.reg)];

@@ -507,6 +507,9 @@ struct FastLoop::Impl {
     // rollback drops the entries placed since its checkpoint.
     std::vector<std::pair<const FNode*, int32_t>> constant_objects;
     int64_t new_bytes = 0;  // of the buffers the loop allocated that are held now
+    // The frame's variables are being read at a run's start: their arrays are
+    // not the loop's own (no share of kMaxNewBytes, whatever their size).
+    bool loading_frame = false;
     // Operations done here and ones handed to the primitives (arrays): a
     // loop of mostly array operations runs better on the general path.
     int64_t inline_ops = 0, general_ops = 0;

@@ -23,7 +23,7 @@ Reg array_reg(Ref&& a, FastLoop::Impl::State& st) {
   if (st.free_arrays.empty() && st.arrays.size() >= kMaxArrays) throw BAIL;
   ArrEntry e{std::forward<Ref>(a)};  // not a default Array first: that allocates a 0-d buffer
   const Array& x = e.array;
-  if (x.use_count() <= 3 && !x.foreign()) {  // a buffer of its own, made in the loop
+  if (!st.loading_frame && x.use_count() <= 3 && !x.foreign()) {  // a buffer made in the loop
     e.own_bytes = static_cast<int64_t>(x.storage_bytes());
     st.new_bytes += e.own_bytes;
     if (st.new_bytes > kMaxNewBytes) throw BAIL;

@@ -12,7 +12,8 @@ import sys
 
 import numpy as np
 import pytest
-from jit_check import cases_script, check, loop_log_lines, run_on_every_path, run_script
+from jit_check import (assert_loops_end_natively, cases_script, check, loop_log_lines,
+                       run_on_every_path, run_script)
 
 import tessera
 
@@ -258,3 +259,29 @@ def test_guarded_while_loops_on_every_path():
               guard_of_numpy_ints,
               sort_then_zero_division, sort_then_unproven_index_error):
         assert loop_log_lines(log, f, "native code compiled"), (f.__name__, log)
+
+
+def big_diagonal(n):
+    # A table of n * n int64 made before the loop: 72 MB at n = 3000, past the
+    # 64 MB the loop may allocate itself (kMaxNewBytes). It counted as the loop's
+    # own once, was no register, and the loop ran general (lcs_loop at 3000 x
+    # 3000: 35 s, Numba 54 ms).
+    big = np.zeros((n, n), dtype=np.int64)
+    for i in range(1, n):
+        big[i, i] = big[i - 1, i - 1] + i
+    return big[n - 1, n - 1], big.sum()
+
+
+_BIG_SCRIPT = """
+import sys
+sys.path.insert(0, {here!r})
+import tessera, test_native_write_log as t
+print(tessera.jit(t.big_diagonal)(3000))
+"""
+
+
+def test_an_array_made_before_the_loop_is_no_share_of_the_loops_limit():
+    out, log = run_script(_BIG_SCRIPT, TESSERA_FAST_LOOPS="debug", TESSERA_CACHE_DIR="0")
+    assert out.strip() == repr(big_diagonal(3000))
+    assert_loops_end_natively(log, [big_diagonal])
+    assert "rolled back" not in log, log
