@@ -236,8 +236,8 @@ class ComplexLowering {
   bool element_of_frame_array(const CNode& e) const {
     if (e.op != Op::GetItem || e.kids.empty() || e.kids[0].op != Op::Var) return false;
     const int r = e.kids[0].reg;
-    return is_arr_[r] && arr_nd_[r] == static_cast<int>(e.kids.size()) - 1 &&
-           !assigned_in_loop(r);
+    return r >= 0 && static_cast<size_t>(r) < is_arr_.size() && is_arr_[r] &&
+           arr_nd_[r] == static_cast<int>(e.kids.size()) - 1 && !assigned_in_loop(r);
   }
 
   bool assigned_in_loop(int r) const { return r < static_cast<int>(assigned_.size()) && assigned_[r]; }
@@ -592,9 +592,10 @@ class ComplexLowering {
         for (size_t b = 1; b < 3; ++b) {
           std::vector<CNode> bp;
           CNode r, i;
+          const T bk = kind(e.kids[b]);  // (before the branch is rewritten)
           if (!lower_cx(e.kids[b], bp, r, i)) return false;
-          bp.push_back(assign(t0, to_kind(std::move(r), kind(e.kids[b]), k)));
-          bp.push_back(assign(t1, to_kind(std::move(i), kind(e.kids[b]), k)));
+          bp.push_back(assign(t0, to_kind(std::move(r), bk, k)));
+          bp.push_back(assign(t1, to_kind(std::move(i), bk, k)));
           e.kids[b] = block(std::move(bp));
         }
         e.returned = false;

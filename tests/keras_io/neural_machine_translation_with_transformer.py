@@ -266,7 +266,10 @@ def decode_sequence(input_sentence):
         tokenized_target_sentence = spa_vectorization([decoded_sentence])[:, :-1]
         predictions = transformer([tokenized_input_sentence, tokenized_target_sentence])
         sampled_token_index = ops.convert_to_numpy(ops.argmax(predictions[0, i, :])).item(0)
-        sampled_token = spa_index_lookup[sampled_token_index]
+        # .get: after the capped runs' one epoch the argmax may be one of the 200 outputs
+        # past the generated vocabulary's ~40 words (the example's 15,000 are all words);
+        # random.shuffle above is unseeded, so this was a KeyError in about one run in six.
+        sampled_token = spa_index_lookup.get(sampled_token_index, "[UNK]")
         decoded_sentence += " " + sampled_token
         if sampled_token == "[end]":
             break
