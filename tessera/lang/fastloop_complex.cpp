@@ -240,7 +240,9 @@ class ComplexLowering {
            arr_nd_[r] == static_cast<int>(e.kids.size()) - 1 && !assigned_in_loop(r);
   }
 
-  bool assigned_in_loop(int r) const { return r < static_cast<int>(assigned_.size()) && assigned_[r]; }
+  bool assigned_in_loop(int r) const {
+    return r < static_cast<int>(assigned_.size()) && assigned_[r];
+  }
 
   T kind(const CNode& e) const {
     switch (e.op) {

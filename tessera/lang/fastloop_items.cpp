@@ -91,7 +91,8 @@ Reg FastLoop::Impl::getitem_of(const FNode& n, const Reg& x, State& st) const {
         if (j < 0 || j >= e.shape[k]) throw BAIL;  // the IndexError is the general path's
         off += j * e.strides[k];
       }
-      return Reg::real(Reg::NpFloat, reinterpret_cast<const double*>(e.base)[2 * off + n.cpart - 1]);
+      const double* parts = reinterpret_cast<const double*>(e.base);
+      return Reg::real(Reg::NpFloat, parts[2 * off + n.cpart - 1]);
     }
     if (ints && e.indexable && static_cast<size_t>(e.nd) == nidx &&
         (e.dt == DType::float64 || e.dt == DType::int64 || e.dt == DType::bool_ ||

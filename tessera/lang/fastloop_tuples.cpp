@@ -40,7 +40,9 @@ bool tup_is_len(const TupNode& n) {
 
 TupNode tup_var(int reg) { return FastLoop::Impl::var_node(reg); }
 
-TupNode tup_assign(int reg, TupNode value) { return FastLoop::Impl::assign_node(reg, std::move(value)); }
+TupNode tup_assign(int reg, TupNode value) {
+  return FastLoop::Impl::assign_node(reg, std::move(value));
+}
 
 class TupleLowering {
  public:
@@ -319,8 +321,8 @@ class TupleLowering {
           TupNode blk;
           blk.op = Op::Block;
           blk.kids = std::move(bpre);
-          for (int i = 0; i < l; ++i)
-            blk.kids.push_back(tup_assign(ts[static_cast<size_t>(i)], std::move(bparts[static_cast<size_t>(i)])));
+          for (size_t i = 0; i < static_cast<size_t>(l); ++i)
+            blk.kids.push_back(tup_assign(ts[i], std::move(bparts[i])));
           e.kids[b] = std::move(blk);
         }
         e.returned = false;  // the branches are blocks now, neither None

@@ -282,7 +282,10 @@ using Cx = std::complex<double>;
 // bool); false for anything else (an array, another dtype).
 bool complex_operand(const Value& v, Cx& z, bool& python) {
   if (v.is_bool() || v.is_int() || v.is_float()) {
-    z = Cx(v.is_float() ? v.as_float() : static_cast<double>(v.is_bool() ? v.as_bool() : v.as_int()), 0.0);
+    const double x = v.is_float()  ? v.as_float()
+                     : v.is_bool() ? (v.as_bool() ? 1.0 : 0.0)
+                                   : static_cast<double>(v.as_int());
+    z = Cx(x, 0.0);
     python = true;
     return true;
   }
@@ -294,7 +297,8 @@ bool complex_operand(const Value& v, Cx& z, bool& python) {
     python = a.weak();
     return true;
   }
-  if (a.weak() || (a.dtype() != DType::float64 && a.dtype() != DType::int64 && a.dtype() != DType::bool_))
+  if (a.weak() || (a.dtype() != DType::float64 && a.dtype() != DType::int64 &&
+                    a.dtype() != DType::bool_))
     return false;
   z = Cx(a.dtype() == DType::float64 ? a.get_double(0) : static_cast<double>(a.get_int(0)), 0.0);
   python = false;
@@ -424,8 +428,9 @@ bool complex_scalar_binary(BinaryOp op, const Value& a, const Value& b, const ch
     default:  // power
       if (python) {
         r = py_pow(x, y, opname);
-      } else if (y.imag() == 0.0 && y.real() == std::floor(y.real()) && std::fabs(y.real()) < 100.0 &&
-                 !(x.real() == 0.0 && x.imag() == 0.0) && y.real() != 0.0) {
+      } else if (y.imag() == 0.0 && y.real() == std::floor(y.real()) &&
+                 std::fabs(y.real()) < 100.0 && !(x.real() == 0.0 && x.imag() == 0.0) &&
+                 y.real() != 0.0) {
         // NumPy's scalar power of a small integer: binary exponentiation,
         // the reciprocal by its division for a negative one.
         // 1, 2 and 3 unrolled, as NumPy's npy_cpow (no product with 1 + 0j,

@@ -428,8 +428,12 @@ py::object number_list_to_python(const NumberList& n) {
     switch (dt) {
       case DType::bool_: packed.data<bool>()[i] = b != 0; break;
       case DType::int64: packed.data<int64_t>()[i] = static_cast<int64_t>(b); break;
-      case DType::int32: packed.data<int32_t>()[i] = static_cast<int32_t>(static_cast<int64_t>(b)); break;
-      case DType::float32: packed.data<float>()[i] = static_cast<float>(std::bit_cast<double>(b)); break;
+      case DType::int32:
+        packed.data<int32_t>()[i] = static_cast<int32_t>(static_cast<int64_t>(b));
+        break;
+      case DType::float32:
+        packed.data<float>()[i] = static_cast<float>(std::bit_cast<double>(b));
+        break;
       default: packed.data<double>()[i] = std::bit_cast<double>(b); break;
     }
   }

@@ -241,7 +241,8 @@ def _bits(v):
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
+@pytest.mark.parametrize("f, args", CASES,
+                         ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
 def test_bit_for_bit_with_python(f, args, threads):
     try:
         expected = f(*args)
@@ -268,8 +269,8 @@ def test_the_general_path_computes_pythons_and_numpys_complex_arithmetic():
         args = [float(x) for x in rng.normal(size=4) * 10.0 ** rng.uniform(-3, 3, 4)]
         assert _bits(g(*args)) == _bits(f(*args)), args
     # Infinite and NaN parts, and the signs of zeros.
-    for args in [(math.inf, 1.0, 2.0, -0.0), (-0.0, math.inf, math.nan, 1.0), (1e308, 1e308, 0.5, 2.0),
-                 (-0.0, -0.0, 3.0, 0.0), (2.0, -3.0, -0.0, 5.0)]:
+    for args in [(math.inf, 1.0, 2.0, -0.0), (-0.0, math.inf, math.nan, 1.0),
+                 (1e308, 1e308, 0.5, 2.0), (-0.0, -0.0, 3.0, 0.0), (2.0, -3.0, -0.0, 5.0)]:
         with np.errstate(all="ignore"):
             try:
                 expected = f(*args)

@@ -258,8 +258,8 @@ CASES = [(rk4_oscillator, (1.0, 0.0, 2.0, 0.1, 0.01, 500)),
 
 # The loops that must run as native code (the others take the paths a tuple
 # used whole takes, or raise).
-NATIVE = ("rk4_oscillator", "prange_pairs", "fib_pair", "carried_argument", "unpack_points", "int_helper",
-          "newton_helper", "secant_helper", "bool_compares")
+NATIVE = ("rk4_oscillator", "prange_pairs", "fib_pair", "carried_argument", "unpack_points",
+          "int_helper", "newton_helper", "secant_helper", "bool_compares")
 
 
 @pytest.mark.filterwarnings("ignore")

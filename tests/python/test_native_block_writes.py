@@ -123,7 +123,8 @@ CASES = [(elementary_ca, (61, 30, 110)),
 
 
 @pytest.mark.filterwarnings("ignore")
-@pytest.mark.parametrize("f, args", CASES, ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
+@pytest.mark.parametrize("f, args", CASES,
+                         ids=[f.__name__ + str(i) for i, (f, _) in enumerate(CASES)])
 def test_agrees_with_numpy(f, args, threads):
     check(f, *args, rtol=0, atol=0)
 
@@ -136,4 +137,5 @@ def test_native_interpreter_and_general_print_the_same():
     native, log = out["native"]
     assert native == out["interpreter"][0] == out["general"][0]
     assert "IndexError" in native and "ValueError" in native
-    assert_loops_end_natively(log, [elementary_ca, automaton_like, frames, int32_rows, shared_memory])
+    assert_loops_end_natively(log, [elementary_ca, automaton_like, frames, int32_rows,
+                                    shared_memory])
