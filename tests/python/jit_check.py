@@ -232,6 +232,16 @@ def run_on_every_path(template: str, **env) -> dict:
     return {mode: run_script(template, **{**penv, **env}) for mode, penv in PATHS.items()}
 
 
+def every_path_prints_the_same(module: str) -> tuple:
+    """Runs cases_script(module)'s cases with native code, the loop interpreter and the
+    general evaluation (loops compiled, not loaded from the cache), asserts the three print
+    the same, and returns what they printed and the native run's debug log."""
+    out = run_on_every_path(cases_script(module), TESSERA_CACHE_DIR="0")
+    native, log = out["native"]
+    assert native == out["interpreter"][0] == out["general"][0]
+    return native, log
+
+
 def loop_log_lines(log: str, f, text: str) -> list:
     """The lines of a ``TESSERA_FAST_LOOPS=debug`` log that say ``text`` of a loop
     written in function ``f`` (by its file and the lines of its source)."""

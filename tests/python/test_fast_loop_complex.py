@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from jit_check import assert_loops_end_natively, cases_script, run_on_every_path
+from jit_check import assert_loops_end_natively, every_path_prints_the_same
 
 import tessera
 
@@ -281,13 +281,8 @@ def test_the_general_path_computes_pythons_and_numpys_complex_arithmetic():
         assert _bits(g(*args)) == _bits(expected), args
 
 
-_SCRIPT = cases_script("test_fast_loop_complex")
-
-
 def test_native_interpreter_and_general_print_the_same():
-    out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
-    native, log = out["native"]
-    assert native == out["interpreter"][0] == out["general"][0]
+    native, log = every_path_prints_the_same(__name__)
     assert "ZeroDivisionError" in native and "OverflowError" in native
     assert_loops_end_natively(log, [mandelbrot_complex, arithmetic, numpy_complex, newton_fractal,
                                     inline_helper, escape_counts, across_checkpoints],

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 import pytest
-from jit_check import assert_loops_end_natively, cases_script, check, run_on_every_path
+from jit_check import assert_loops_end_natively, check, every_path_prints_the_same
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), os.pardir, os.pardir, "bench"))
 # Rule 110 keeping every generation: a row write and a new uint8 row per step.
@@ -129,13 +129,8 @@ def test_agrees_with_numpy(f, args, threads):
     check(f, *args, rtol=0, atol=0)
 
 
-_SCRIPT = cases_script("test_native_block_writes")
-
-
 def test_native_interpreter_and_general_print_the_same():
-    out = run_on_every_path(_SCRIPT, TESSERA_CACHE_DIR="0")
-    native, log = out["native"]
-    assert native == out["interpreter"][0] == out["general"][0]
+    native, log = every_path_prints_the_same(__name__)
     assert "IndexError" in native and "ValueError" in native
     assert_loops_end_natively(log, [elementary_ca, automaton_like, frames, int32_rows,
                                     shared_memory])
