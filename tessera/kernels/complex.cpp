@@ -86,15 +86,11 @@ Array complex_binary(BinaryOp op, const Array& a, const Array& b, const char* op
       binary_loop<C>(a, b, out, 1.0, [](C x, C y) { return x - y; });
       break;
     case BinaryOp::multiply:
-      binary_loop<C>(a, b, out, 2.0, [](C x, C y) {
-        // (a+bi)(c+di) without std::complex's NaN/infinity recovery (what
-        // NumPy computes too).
-        return C(x.real() * y.real() - x.imag() * y.imag(),
-                 x.real() * y.imag() + x.imag() * y.real());
-      });
+      binary_loop<C>(a, b, out, 2.0, [](C x, C y) { return complex_product(x, y); });
       break;
     case BinaryOp::divide:
-      binary_loop<C>(a, b, out, 8.0, [](C x, C y) { return x / y; });
+      // NumPy's formula (std::complex's division differs in the last bits).
+      binary_loop<C>(a, b, out, 8.0, [](C x, C y) { return numpy_quotient(x, y); });
       break;
     case BinaryOp::power:
       binary_loop<C>(a, b, out, 20.0, [](C x, C y) {

@@ -648,17 +648,7 @@ bool Gen::block_write_of(const FNode& n) {
 }
 
 llvm::Value* Gen::block_offset(int r, const FNode& n, size_t from) {
-  llvm::Value* off = b.getInt64(0);
-  for (size_t k = from; k < n.kids.size(); ++k) {
-    CV i = eval(n.kids[k]);
-    if (i.k == kDyn || i.s || !is_int(static_cast<Reg::Kind>(i.k)))
-      throw Refuse{"a row's index that is not an int"};
-    llvm::Value* ext = ashape(r, k - from);
-    llvm::Value* j =
-        b.CreateSelect(b.CreateICmpSLT(i.v, b.getInt64(0)), b.CreateAdd(i.v, ext), i.v);
-    bail_if(b.CreateICmpUGE(j, ext));  // the general path's IndexError
-    off = b.CreateAdd(off, b.CreateMul(j, astride(r, k - from)));
-  }
+  llvm::Value* off = element_offset(n, r, from, n.kids.size() - from);
   return b.CreateInBoundsGEP(i8, b.CreateBitCast(abase(r), i8p),
                              b.CreateMul(off, b.getInt64(dtype_size(atype[r].dt))));
 }

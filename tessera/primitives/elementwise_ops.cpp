@@ -305,10 +305,7 @@ bool complex_operand(const Value& v, Cx& z, bool& python) {
   return true;
 }
 
-// CPython's _Py_c_prod and (with NumPy's) complex product.
-Cx c_prod(Cx a, Cx b) {
-  return Cx(a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real());
-}
+using kernels::complex_product;
 
 // CPython's _Py_c_quot: false for a zero divisor (its ZeroDivisionError).
 bool py_quot(Cx a, Cx b, Cx& r) {
@@ -329,29 +326,12 @@ bool py_quot(Cx a, Cx b, Cx& r) {
   return true;
 }
 
-// NumPy's complex division (its loops' formula); false for a zero divisor
-// (NumPy's inf or nan with a warning: the array kernel's).
-bool np_quot(Cx a, Cx b, Cx& r) {
-  const double abr = std::fabs(b.real()), abi = std::fabs(b.imag());
-  if (abr >= abi) {
-    if (abr == 0.0 && abi == 0.0) return false;
-    const double rat = b.imag() / b.real();
-    const double scl = 1.0 / (b.real() + b.imag() * rat);
-    r = Cx((a.real() + a.imag() * rat) * scl, (a.imag() - a.real() * rat) * scl);
-  } else {
-    const double rat = b.real() / b.imag();
-    const double scl = 1.0 / (b.imag() + b.real() * rat);
-    r = Cx((a.real() * rat + a.imag()) * scl, (a.imag() * rat - a.real()) * scl);
-  }
-  return true;
-}
-
 // x ** n by CPython's c_powu (binary exponentiation from 1).
 Cx c_powu(Cx x, int64_t n) {
   Cx r(1.0, 0.0), p = x;
   for (int64_t mask = 1; mask > 0 && n >= mask; mask <<= 1) {
-    if (n & mask) r = c_prod(r, p);
-    p = c_prod(p, p);
+    if (n & mask) r = complex_product(r, p);
+    p = complex_product(p, p);
   }
   return r;
 }
@@ -419,11 +399,13 @@ bool complex_scalar_binary(BinaryOp op, const Value& a, const Value& b, const ch
   switch (op) {
     case BinaryOp::add: r = Cx(x.real() + y.real(), x.imag() + y.imag()); break;
     case BinaryOp::subtract: r = Cx(x.real() - y.real(), x.imag() - y.imag()); break;
-    case BinaryOp::multiply: r = c_prod(x, y); break;
+    case BinaryOp::multiply: r = complex_product(x, y); break;
     case BinaryOp::divide:
       if (python && !py_quot(x, y, r))
         throw ZeroDivisionError(error_message("[", opname, "] complex division by zero"));
-      if (!python && !np_quot(x, y, r)) return false;
+      // NumPy's by zero: inf or nan with its warning, the array kernel's.
+      if (!python && y.real() == 0.0 && y.imag() == 0.0) return false;
+      if (!python) r = kernels::numpy_quotient(x, y);
       break;
     default:  // power
       if (python) {
@@ -436,9 +418,14 @@ bool complex_scalar_binary(BinaryOp op, const Value& a, const Value& b, const ch
         // 1, 2 and 3 unrolled, as NumPy's npy_cpow (no product with 1 + 0j,
         // whose 0 * inf would be NaN).
         const auto n = static_cast<int64_t>(y.real());
-        r = n == 1 ? x : n == 2 ? c_prod(x, x) : n == 3 ? c_prod(x, c_prod(x, x))
-                                                         : c_powu(x, n < 0 ? -n : n);
-        if (n < 0 && !np_quot(Cx(1.0, 0.0), r, r)) return false;
+        r = n == 1   ? x
+            : n == 2 ? complex_product(x, x)
+            : n == 3 ? complex_product(x, complex_product(x, x))
+                     : c_powu(x, n < 0 ? -n : n);
+        if (n < 0) {
+          if (r.real() == 0.0 && r.imag() == 0.0) return false;  // NumPy's inf and warning
+          r = kernels::numpy_quotient(Cx(1.0, 0.0), r);
+        }
       } else {
         return false;
       }
