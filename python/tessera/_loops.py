@@ -68,6 +68,56 @@ def _int_progression(node):
     return values[0], step
 
 
+# Methods that change a list in place.
+_LIST_CHANGES = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort",
+                           "reverse"})
+
+
+def _changes_in_place(loop, iter_node) -> bool:
+    """Whether the body of ``for ... in xs`` (xs a name) changes the list xs in place
+    (``xs.append(v)``, ``xs.pop()``, ``xs[i] = v``, ``del xs[i]``, ``xs += ys``) and never
+    binds the name to another object: Python's iterator then reads the list as it is at
+    each turn (the items appended are iterated, a shortened list stops early), where
+    tessera's loop would iterate the list as it was (lists are values here)."""
+    if not isinstance(loop, ast.For) or not isinstance(iter_node, ast.Name):
+        return False  # a comprehension's source is not changed by its expressions
+    name = iter_node.id
+
+    def names(t):
+        return [n.id for n in ast.walk(t) if isinstance(n, ast.Name)] if t is not None else []
+
+    changed = False
+    for stmt in loop.body:  # (the else block runs after the last turn)
+        for n in ast.walk(stmt):
+            if isinstance(n, ast.Assign):
+                bound = [t for t in n.targets if not isinstance(t, ast.Subscript)]
+                if any(name in names(t) for t in bound):
+                    return False
+                changed = changed or any(isinstance(t, ast.Subscript) and
+                                         isinstance(t.value, ast.Name) and t.value.id == name
+                                         for t in n.targets)
+            elif isinstance(n, (ast.AnnAssign, ast.For, ast.comprehension, ast.NamedExpr)):
+                if name in names(n.target):
+                    return False
+            elif isinstance(n, ast.withitem):
+                if name in names(n.optional_vars):
+                    return False
+            elif isinstance(n, ast.AugAssign):
+                t = n.target
+                changed = changed or name in ([t.id] if isinstance(t, ast.Name) else []) or (
+                    isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name)
+                    and t.value.id == name)
+            elif isinstance(n, ast.Delete):
+                changed = changed or any(isinstance(t, ast.Subscript) and
+                                         isinstance(t.value, ast.Name) and t.value.id == name
+                                         for t in n.targets)
+            elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                  and isinstance(n.func.value, ast.Name) and n.func.value.id == name
+                  and n.func.attr in _LIST_CHANGES):
+                changed = True
+    return changed
+
+
 class LoopsMixin:
     """Loops of FunctionTranslator."""
 
@@ -147,8 +197,17 @@ class LoopsMixin:
             self._index_tuples[-1].add(target.id)
         k, n = self.b.tmp("k"), self.b.tmp("n")
         setup.append(f"define({k}, 0)")
-        setup.append(f"define({n}, {source.length()})")
         head = self.assign_text(target, source.elem(k)) + [f"define({k}, {k} + 1)"]
+        if isinstance(source, _Seq) and _changes_in_place(node, iter_node):
+            # A list the body changes in place: the list as it is at each turn, its length
+            # asked again (native code asks again only after a helper may have changed it).
+            # What is not a list (a tuple, a dict's keys, a string) keeps the items it had.
+            is_list = self.b.tmp("l")
+            setup.append(f"define({is_list}, type({self.expr(iter_node)}) == \"list\")")
+            live = _Seq(f"if({is_list}, {self.expr(iter_node)}, {source.var})")
+            head = self.assign_text(target, live.elem(k)) + [f"define({k}, {k} + 1)"]
+            return setup + [f"while({k} < {live.length()}, {self.block(head + make_body())})"]
+        setup.append(f"define({n}, {source.length()})")
         return setup + [f"while({k} < {n}, {self.block(head + make_body())})"]
 
     def inside_loop(self, node) -> bool:

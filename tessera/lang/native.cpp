@@ -647,7 +647,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   const bool tiers = native_tiers_enabled();
   const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
   const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
-                           LLVM_VERSION_STRING + " format 4" +
+                           LLVM_VERSION_STRING + " format 5" +
                            (j.llvm_args.empty() ? "" : " llvm " + j.llvm_args) + " helpers " +
                            std::to_string(std::size(kHelpers)) + " cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
@@ -841,7 +841,10 @@ bool FastLoop::Impl::native_complete(const NativeCode& code, const State& st, bo
   }
   if (debug() || native_debug()) {
     const std::string what =
-        by_site ? "native code with the general version of check " + std::to_string(site) +
+        by_site ? std::string(site % native_gen::Gen::kSiteKinds == native_gen::Gen::kSiteWrap
+                                  ? "native code admitting negative indices in check "
+                                  : "native code with the general version of check ") +
+                      std::to_string(site) +
                       (next->partial.load() ? " (partial)" : "")
                 : std::string("whole native code");
     std::fprintf(stderr, "[fast loops] %s: a check before a loop failed; the %s %s "

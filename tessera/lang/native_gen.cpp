@@ -18,6 +18,7 @@
 #include <llvm/IR/CFG.h>
 
 #include "tessera/lang/native_arrays.hpp"
+#include "tessera/lang/native_comprehensions.hpp"
 #include "tessera/lang/native_dicts.hpp"
 
 namespace tessera::native_gen {
@@ -35,6 +36,22 @@ llvm::Value* Gen::fptr(void* f, llvm::FunctionType* t) {
   size_t i = 0;
   while (i < std::size(kHelpers) && kHelpers[i] != f) ++i;
   if (i == std::size(kHelpers)) throw Refuse{"internal error: an unknown helper"};
+  // Helpers that read a container's length, do math or touch only arrays
+  // and the undo log change no list or dict: the views and items' addresses
+  // kept stay good across them (a list's len() memo too: len_of_object).
+  static const void* const kTouchNoContainer[] = {
+      reinterpret_cast<void*>(&native_grow_undo),  reinterpret_cast<void*>(&native_log_range),
+      reinterpret_cast<void*>(&native_snapshot),   reinterpret_cast<void*>(&native_unary),
+      reinterpret_cast<void*>(&native_float_floordiv),
+      reinterpret_cast<void*>(&native_float_mod),  reinterpret_cast<void*>(&native_pow),
+      reinterpret_cast<void*>(&native_uniform),    reinterpret_cast<void*>(&native_list_len),
+      reinterpret_cast<void*>(&native_container_len),
+      reinterpret_cast<void*>(&native_seq_len),    reinterpret_cast<void*>(&native_list2_len),
+      reinterpret_cast<void*>(&native_plain_list_len),
+      reinterpret_cast<void*>(&native_hypot)};
+  if (std::find(std::begin(kTouchNoContainer), std::end(kTouchNoContainer), f) !=
+      std::end(kTouchNoContainer))
+    return helper_ptr(i, t);
   // Any call but a dict's read may change a dict: the views taken before
   // are looked at again (dict_probe).
   if (f != reinterpret_cast<void*>(&native_dict_find) &&
@@ -51,6 +68,10 @@ llvm::Value* Gen::fptr(void* f, llvm::FunctionType* t) {
     llvm::Value* g = list_epoch_of();
     b.CreateStore(b.CreateAdd(b.CreateLoad(i64, g), b.getInt64(1)), g);
   }
+  return helper_ptr(i, t);
+}
+
+llvm::Value* Gen::helper_ptr(size_t i, llvm::FunctionType* t) {
   llvm::Value*& p = helper_at[i];
   if (!p) {
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
@@ -1087,9 +1108,9 @@ void Gen::build(const std::string& name) {
   if (lazy_build) need_full = llvm::BasicBlock::Create(ctx, "need_full", fn);
   if (ranged && (rl.loops_in || !lists)) {
     if (rl.loops_in)
-      top_nest(rl, or_full(top, nullptr, kSiteRange), done, checkpoint, interrupted, max_turns, turns);
+      top_nest(rl, top, done, checkpoint, interrupted, turns);
     else
-      top_range(rl, or_full(top, nullptr, kSiteRange), done, checkpoint, interrupted, max_turns, turns);
+      top_range(rl, top, done, checkpoint, interrupted, turns);
   } else if (ranged && !makes_arrays) {
     top_lists(rl, or_full(top, nullptr, kSiteLists), done, checkpoint, interrupted, max_turns, turns);
   } else {

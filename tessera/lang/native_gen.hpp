@@ -282,7 +282,25 @@ struct Gen {
   // a loop whose one inner check fails gets that loop's general version, not
   // the whole code (which is 2-4 times the partial one's IR).
   const std::set<int>* general_sites = nullptr;
-  enum SiteKind { kSiteRange = 0, kSiteUndef = 1, kSiteLists = 2, kSiteKinds = 3 };
+  // kSiteWrap: a range check that failed where a read's index may be
+  // negative by its form; the next build checks that loop's reads against
+  // [-extent, extent) (wrap_check), before any general version.
+  enum SiteKind { kSiteRange = 0, kSiteUndef = 1, kSiteLists = 2, kSiteWrap = 3, kSiteKinds = 4 };
+  // The range check of `loop` (null: the call's own loop) being emitted:
+  // whether it admits negative indices of the reads of negative form
+  // (its kSiteWrap failed before), and whether it met such a read.
+  struct WrapCheck {
+    bool on = false;
+    bool seen = false;
+  };
+  WrapCheck wrap_check;
+  WrapCheck begin_wrap_check(const FNode* loop);  // returns the one it replaces
+  // Where a range check of `loop` that failed goes (or_full of kSiteWrap
+  // when it met reads of negative form and did not admit them yet).
+  llvm::BasicBlock* range_failed(llvm::BasicBlock* general, const FNode* loop);
+  // The reads proven under an admitting check: the access adds the extent
+  // to a negative index.
+  std::set<const FNode*> wrap_proven;
   // Where a failed check before a loop goes: `general` (the versions
   // checked at each access), or, in a lazy build, a block that records the
   // site (`loop`: the While node, null for the call's loop) and goes to
@@ -355,6 +373,17 @@ struct Gen {
   // function's entry: no process address is in the code (the disk cache).
   std::map<size_t, llvm::Value*> helper_at;
   llvm::Value* fptr(void* f, llvm::FunctionType* t);
+  llvm::Value* helper_ptr(size_t i, llvm::FunctionType* t);
+  // Python's x % y of ints: x itself when 0 <= x < y (`(i + 1) % n` but at
+  // the last i: no division, 20 to 40 cycles), `general()`'s value (emitted
+  // in a block of its own, its bails there) otherwise.
+  llvm::Value* mod_if_needed(llvm::Value* x, llvm::Value* y,
+                             const std::function<llvm::Value*()>& general);
+  // The length `helper` (native_list_len, native_seq_len) gives of the
+  // object at index `obj`, < 0 for none, asked again only when the object or
+  // list_epoch changed since this site last asked: lengths change only
+  // through helpers that bump it (`for c in coins` inside a loop).
+  llvm::Value* len_of_object(void* helper, llvm::Value* obj);
   llvm::Type* type_of(Reg::Kind k);
   llvm::Value* to_payload(const CV& v);  // i64 for a Reg's union
   llvm::Value* kind_of(const CV& v);
@@ -888,8 +917,19 @@ struct Gen {
     int arr;
     size_t first;             // kids[first...] are the indices
     bool after_inc;           // evaluated after k = k + step (k is then t + step)
-    std::vector<int> coef;    // per index: -1, 0 or 1 times the counter
+    std::vector<int> coef;    // per index: -1, 0 or 1 times the counter, or kModIndex
   };
+  // A read's index `a % c` with c > 0 the loop does not change: in [0, c),
+  // whatever `a` (checked before the loop: 1 <= c <= the extent).
+  static constexpr int kModIndex = 3;
+  bool mod_bounded(const FNode& ix, const RangeLoop& rl) const;
+  // A read whose index may be negative by its form (x[i - 1], x[-1]): when
+  // its loop's check failed so before (cells[i - 1] at i = 0 of a periodic
+  // stencil), that check admits [-extent, extent) and the access adds the
+  // extent to a negative index; other checks admit [0, extent) (a select at
+  // each access would keep LLVM from vectorising the loops that never wrap).
+  bool may_wrap(const FNode& n) const;
+  llvm::Value* index_in(const FNode& n, llvm::Value* lo, llvm::Value* hi, llvm::Value* ext);
 
   // A nested loop (FastLoop::Impl::loop): Ctrl-C inside a turn bails.
   CV while_(const FNode& n);
@@ -1181,20 +1221,20 @@ struct Gen {
   // The loop itself a range loop without loops inside: its turns as one
   // loop with the accesses checked before it, each turn's writes undone
   // from registers on a bail; the general turns (`top`) when the check
-  // fails. Ends at a checkpoint after max_turns turns, as they do.
+  // fails. Ends at a checkpoint after the context's max_turns turns, as they do.
   void top_range(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
                  llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
-                 llvm::Value* max_turns, llvm::Value* turns);
+                 llvm::Value* turns);
 
   // The loop itself a range loop with loops inside: the accesses of the
   // whole nest checked before it (range_ok, nest_ok), its turns without
   // those checks; a bail goes back to the call's start (the writes logged
   // before the loop, or none when nothing in it can bail). The general
-  // turns (`top`) when the check fails. Ends at a checkpoint after
-  // max_turns turns.
+  // turns (`top`) when the check fails. Ends at a checkpoint after the
+  // context's max_turns turns (native_snapshot raises it).
   void top_nest(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
                 llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
-                llvm::Value* max_turns, llvm::Value* turns);
+                llvm::Value* turns);
 
   // Per register, the uses of its variable other than as the array of an
   // element write assigned back to it (x = setitem(x, v, i) counts none).

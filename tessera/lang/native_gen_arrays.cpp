@@ -306,7 +306,10 @@ llvm::Value* Gen::element_offset(const FNode& n, int r, size_t first, size_t nid
     }
     if (!is_int(static_cast<Reg::Kind>(i.k))) throw Refuse{"an index that is not an int"};
     if (is_proven(n)) {  // in [0, extent) for every turn: checked before the loop
-      off = b.CreateAdd(off, b.CreateMul(i.v, astride(r, k)));
+      llvm::Value* j = i.v;
+      if (wrap_proven.count(&n))  // or in [-extent, extent) (index_in)
+        j = b.CreateSelect(b.CreateICmpSLT(j, b.getInt64(0)), b.CreateAdd(j, ashape(r, k)), j);
+      off = b.CreateAdd(off, b.CreateMul(j, astride(r, k)));
       continue;
     }
     llvm::Value* ext = ashape(r, k);

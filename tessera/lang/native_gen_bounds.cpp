@@ -395,8 +395,7 @@ void Gen::nest_collect(const FNode& n, Nest& ns, llvm::Value*& ok, std::set<cons
       for (; d < nidx; ++d) {
         llvm::Value *lo, *hi;
         if (!interval(n.kids[first + d], ns, lo, hi)) break;
-        llvm::Value* ext = ashape(r, d);
-        in = b.CreateAnd(in, b.CreateAnd(b.CreateICmpULT(lo, ext), b.CreateICmpULT(hi, ext)));
+        in = b.CreateAnd(in, index_in(n, lo, hi, ashape(r, d)));
       }
       if (d == nidx) {
         ok = b.CreateAnd(ok, in);
@@ -422,6 +421,42 @@ llvm::Value* Gen::nest_ok(const FNode& body, const RangeLoop& rl, llvm::Value* k
   llvm::Value* ok = b.getTrue();
   nest_collect(body, ns, ok, pr, copy);
   return b.CreateAnd(ok, b.CreateNot(ns.bad));
+}
+
+bool Gen::mod_bounded(const FNode& ix, const RangeLoop& rl) const {
+  if (ix.op != Op::Binary || ix.fast != Fast::mod || ix.kids.size() != 2) return false;
+  const FNode& c = ix.kids[1];
+  if (c.op == Op::Const) return c.constant.k == Reg::PyInt && c.constant.i > 0;
+  return c.op == Op::Var && int_reg(c.reg) && !rl.assigned.count(c.reg);
+}
+
+bool Gen::may_wrap(const FNode& n) const {
+  if (n.op != Op::GetItem) return false;
+  std::function<bool(const FNode&)> negative = [&](const FNode& x) {
+    if (x.op == Op::Const) return x.constant.k == Reg::PyInt && x.constant.i < 0;
+    if (x.op == Op::Binary && x.fast == Fast::mod) return false;  // in [0, c) when proven
+    if (x.op == Op::Binary && x.fast == Fast::sub) return true;
+    if (x.op == Op::Call && x.spec->name == "negative") return true;
+    for (const FNode& k : x.kids)
+      if (negative(k)) return true;
+    return false;
+  };
+  for (size_t k = 1; k < n.kids.size(); ++k)
+    if (negative(n.kids[k])) return true;
+  return false;
+}
+
+llvm::Value* Gen::index_in(const FNode& n, llvm::Value* lo, llvm::Value* hi, llvm::Value* ext) {
+  const bool wraps = may_wrap(n);
+  wrap_check.seen = wrap_check.seen || wraps;
+  if (!wraps || !wrap_check.on)
+    return b.CreateAnd(b.CreateICmpULT(lo, ext), b.CreateICmpULT(hi, ext));
+  // Python's negative indices: every index in [-ext, ext) (the access then
+  // adds ext to a negative one: element_offset).
+  wrap_proven.insert(&n);
+  llvm::Value* neg = b.CreateNeg(ext);
+  return b.CreateAnd(b.CreateAnd(b.CreateICmpSGE(lo, neg), b.CreateICmpSLT(lo, ext)),
+                     b.CreateAnd(b.CreateICmpSGE(hi, neg), b.CreateICmpSLT(hi, ext)));
 }
 
 int Gen::affine(const FNode& n, const RangeLoop& rl, size_t at, std::vector<const FNode*>& ops) {
@@ -462,7 +497,13 @@ void Gen::collect(const FNode& n, const RangeLoop& rl, size_t at, std::vector<Ho
       Hoisted h{&n, r, first, at > rl.inc_at, {}};
       std::vector<const FNode*> ops;
       for (size_t k = 0; k < nidx; ++k) {
-        const int c = affine(n.kids[first + k], rl, at, ops);
+        const FNode& ix = n.kids[first + k];
+        if (n.op == Op::GetItem && mod_bounded(ix, rl)) {  // grid[(i + 1) % n]
+          h.coef.push_back(kModIndex);
+          ops.push_back(&ix);
+          continue;
+        }
+        const int c = affine(ix, rl, at, ops);
         if (c == 2) break;
         h.coef.push_back(c);
       }
@@ -531,11 +572,19 @@ llvm::Value* Gen::range_ok(const RangeLoop& rl, const std::vector<Hoisted>& hs, 
     for (size_t d = 0; d < h.coef.size(); ++d) {
       llvm::Value* bad_d = b.getFalse();
       const FNode& ix = h.n->kids[h.first + d];
+      llvm::Value* ext = ashape(h.arr, d);
+      if (h.coef[d] == kModIndex) {
+        // a % c in [0, c - 1] for a c the loop does not change: 1 <= c <= ext.
+        llvm::Value* c = affine_at(ix.kids[1], rl, h.after_inc, k0, bad_d);
+        ok = b.CreateAnd(ok, b.CreateNot(bad_d));
+        ok = b.CreateAnd(ok, b.CreateAnd(b.CreateICmpSGE(c, b.getInt64(1)),
+                                         b.CreateICmpSLE(c, ext)));
+        continue;
+      }
       llvm::Value* lo = affine_at(ix, rl, h.after_inc, k0, bad_d);
       llvm::Value* hi = affine_at(ix, rl, h.after_inc, last, bad_d);
-      llvm::Value* ext = ashape(h.arr, d);
       ok = b.CreateAnd(ok, b.CreateNot(bad_d));
-      ok = b.CreateAnd(ok, b.CreateAnd(b.CreateICmpULT(lo, ext), b.CreateICmpULT(hi, ext)));
+      ok = b.CreateAnd(ok, index_in(*h.n, lo, hi, ext));
     }
   }
   return ok;

@@ -608,6 +608,32 @@ llvm::Value* Gen::dict_key(const FNode* const* keys, size_t nkeys, CV* first) {
   return b.CreateBitCast(at, i8p);
 }
 
+llvm::Value* Gen::len_of_object(void* helper, llvm::Value* obj) {
+  llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+  llvm::Value* memo_obj = e.CreateAlloca(i64);
+  llvm::Value* memo_gen = e.CreateAlloca(i64);
+  llvm::Value* memo_len = e.CreateAlloca(i64);
+  e.CreateStore(e.getInt64(-1), memo_obj);
+  e.CreateStore(e.getInt64(0), memo_gen);
+  e.CreateStore(e.getInt64(-1), memo_len);
+  llvm::Value* gen_at = list_epoch_of();
+  llvm::Value* hit = b.CreateAnd(b.CreateICmpEQ(b.CreateLoad(i64, memo_obj), obj),
+                                 b.CreateICmpEQ(b.CreateLoad(i64, memo_gen),
+                                                b.CreateLoad(i64, gen_at)));
+  llvm::BasicBlock* ask = llvm::BasicBlock::Create(ctx, "len_ask", fn);
+  llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "len_have", fn);
+  b.CreateCondBr(hit, have, ask);
+  b.SetInsertPoint(ask);
+  auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
+  llvm::Value* len = b.CreateCall(ft, fptr(helper, ft), {cptr, obj});
+  b.CreateStore(obj, memo_obj);
+  b.CreateStore(b.CreateLoad(i64, gen_at), memo_gen);
+  b.CreateStore(len, memo_len);
+  b.CreateBr(have);
+  b.SetInsertPoint(have);
+  return b.CreateLoad(i64, memo_len);
+}
+
 llvm::Value* Gen::list_epoch_of() {
   if (!list_epoch) {
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());

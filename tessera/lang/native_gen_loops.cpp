@@ -13,6 +13,17 @@
 
 namespace tessera::native_gen {
 
+Gen::WrapCheck Gen::begin_wrap_check(const FNode* loop) {
+  const WrapCheck was = wrap_check;
+  wrap_check.on = lazy_build && general_sites && general_sites->count(site_id(loop, kSiteWrap));
+  wrap_check.seen = false;
+  return was;
+}
+
+llvm::BasicBlock* Gen::range_failed(llvm::BasicBlock* general, const FNode* loop) {
+  return or_full(general, loop, wrap_check.seen && !wrap_check.on ? kSiteWrap : kSiteRange);
+}
+
 int Gen::site_id(const FNode* loop, SiteKind kind) {
   if (!loop) return kind;
   // The loop's shape (its nodes' operations, pre-order), not its place: the
@@ -101,12 +112,14 @@ CV Gen::while_(const FNode& n) {
     if (!unit) pr.insert(rl.inc);  // no overflow: range_ok checks the end
     for (size_t q = 0; q < n.kids[1].kids.size(); ++q) collect(n.kids[1].kids[q], rl, q, hs, pr);
     llvm::Value *k0, *e0;
+    const WrapCheck outer_check = begin_wrap_check(&n);
     llvm::Value* ok = range_ok(rl, hs, k0, e0);
     std::set<int> copy;
     if (rl.loops_in) ok = b.CreateAnd(ok, nest_ok(n.kids[1], rl, k0, e0, pr, copy));
     if (proven) pr.insert(proven->begin(), proven->end());
     llvm::BasicBlock* fast = llvm::BasicBlock::Create(ctx, "range", fn);
-    b.CreateCondBr(ok, fast, or_full(head, &n, kSiteRange));
+    b.CreateCondBr(ok, fast, range_failed(head, &n));
+    wrap_check = outer_check;
     b.SetInsertPoint(fast);
     prelog(rl, hs, k0, e0);
     for (int r : copy) snapshot_once(r);
@@ -170,7 +183,24 @@ void Gen::range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value* e0, llv
       // one chunk suffices.
       llvm::BasicBlock* phead = llvm::BasicBlock::Create(ctx, "shead", fn);
       llvm::BasicBlock* pbody = llvm::BasicBlock::Create(ctx, "sbody", fn);
-      b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, phead);
+      // A float that is Python's at the first turn and np.float32 after
+      // (`s = 0.0`, then `s += img[i, k]`): the first turn on its own, so
+      // that in the loop its kind is known (its value an f32, not an f64
+      // converted to f32 and back at each turn: a dependency chain three
+      // times as long).
+      bool peel = false;
+      for (int r : rl.assigned) peel = peel || (r != rl.k && f32_reg(r));
+      if (peel) {
+        llvm::BasicBlock* first = llvm::BasicBlock::Create(ctx, "speel", fn);
+        llvm::BasicBlock* any = llvm::BasicBlock::Create(ctx, "speel_test", fn);
+        b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, any);
+        b.SetInsertPoint(any);
+        b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), first, ffin);
+        b.SetInsertPoint(first);
+        unchecked_turn(n, rl, phead, done, lk, lp, pr);
+      } else {
+        b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, phead);
+      }
       b.SetInsertPoint(phead);
       b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), pbody, ffin);
       b.SetInsertPoint(pbody);
@@ -341,6 +371,16 @@ void Gen::prelog(const RangeLoop& rl, const std::vector<Hoisted>& hs, llvm::Valu
     const unsigned size = dtype_size(atype[h.arr].dt);
     llvm::Value* first =
         b.CreateInBoundsGEP(i8, abase(h.arr), b.CreateMul(off, b.getInt64(size)));
+    if (std::all_of(h.coef.begin(), h.coef.end(), [](int64_t c) { return c == 0; }) &&
+        (size == 8 || size == 4 || size == 1)) {
+      // One element written at every turn (dp[x] in `for c in coins`): its
+      // old value logged here, with no call (range_ok: at least one turn).
+      log_write(first, size == 8 ? static_cast<llvm::Type*>(i64)
+                       : size == 4 ? static_cast<llvm::Type*>(i32) : i8, size);
+      b.CreateBr(next);
+      b.SetInsertPoint(next);
+      continue;
+    }
     auto* ft = llvm::FunctionType::get(i8p, {i8p, i64, i8p, i64, i64, i64}, false);
     llvm::Value* n_now = b.CreateLoad(i64, undo_n);
     llvm::Value* np = b.CreateCall(
@@ -376,6 +416,9 @@ llvm::BasicBlock* Gen::chunked_turns(const RangeLoop& rl, llvm::Value* e0, llvm:
   llvm::BasicBlock* ffin = llvm::BasicBlock::Create(ctx, "tfin", fn);
   b.SetInsertPoint(chunk);
   interrupt_check(interrupted);
+  // None: the context's, read at each chunk (a whole-array copy raises it:
+  // native_snapshot).
+  if (!max_turns) max_turns = b.CreateLoad(i64, field(cptr, offsetof(NativeCtx, max_turns), i64));
   llvm::Value* t = b.CreateLoad(i64, turns);
   llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "tgo", fn);
   b.CreateCondBr(b.CreateICmpSGE(t, max_turns), checkpoint, go, unlikely());
@@ -416,17 +459,19 @@ llvm::Value* Gen::hoist(const RangeLoop& rl, std::vector<Hoisted>& hs, std::set<
 
 void Gen::top_range(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
                     llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
-                    llvm::Value* max_turns, llvm::Value* turns) {
+                    llvm::Value* turns) {
   std::vector<Hoisted> hs;
   std::set<const FNode*> pr;
   llvm::Value *k0, *e0;
+  const WrapCheck outer_check = begin_wrap_check(nullptr);
   llvm::Value* ok = hoist(rl, hs, pr, k0, e0);
   llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
   llvm::BasicBlock* fbail = llvm::BasicBlock::Create(ctx, "tbail", fn);
-  b.CreateCondBr(ok, chunk, top);
+  b.CreateCondBr(ok, chunk, range_failed(top, nullptr));
+  wrap_check = outer_check;
   std::vector<Site> sv;
   llvm::BasicBlock* fbody =
-      chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, max_turns, turns,
+      chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, nullptr, turns,
                     [&] {
                       // The draws before the turn (a bail rewinds the stream
                       // there), kept only if the body draws.
@@ -470,18 +515,20 @@ void Gen::top_range(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock
 
 void Gen::top_nest(const RangeLoop& rl, llvm::BasicBlock* top, llvm::BasicBlock* done,
                    llvm::BasicBlock* checkpoint, llvm::BasicBlock* interrupted,
-                   llvm::Value* max_turns, llvm::Value* turns) {
+                   llvm::Value* turns) {
   std::vector<Hoisted> hs;
   std::set<const FNode*> pr;
   llvm::Value *k0, *e0;
+  const WrapCheck outer_check = begin_wrap_check(nullptr);
   llvm::Value* ok = hoist(rl, hs, pr, k0, e0);
   std::set<int> copy;
   ok = b.CreateAnd(ok, nest_ok(loop_body, rl, k0, e0, pr, copy));
   llvm::BasicBlock* pre = llvm::BasicBlock::Create(ctx, "tnest", fn);
   llvm::BasicBlock* chunk = llvm::BasicBlock::Create(ctx, "tchunk", fn);
-  b.CreateCondBr(ok, pre, top);
+  b.CreateCondBr(ok, pre, range_failed(top, nullptr));
+  wrap_check = outer_check;
   const int64_t bails_before = bails;
-  chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, max_turns, turns,
+  chunked_turns(rl, e0, chunk, done, checkpoint, interrupted, nullptr, turns,
                 [&] {
                   proven = &pr;
                   prelogged = true;

@@ -99,20 +99,43 @@ CV Gen::int_op0(Fast f, llvm::Value* x, llvm::Value* y, llvm::Value* strong) {
     case Fast::mod: {
       if (int k = pow2(y); k >= 0)  // Python's modulo by 2**k: the low k bits, for any sign
         return CV{ik, b.CreateAnd(x, b.getInt64((uint64_t{1} << k) - 1))};
-      bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
-      // y == -1: 0 (srem by -1 of INT64_MIN is undefined in LLVM).
-      llvm::Value* is_m1 = b.CreateICmpEQ(y, b.getInt64(-1));
-      llvm::Value* ys = b.CreateSelect(is_m1, b.getInt64(1), y);
-      llvm::Value* r = b.CreateSRem(x, ys);
-      llvm::Value* adjust = b.CreateAnd(b.CreateICmpNE(r, b.getInt64(0)),
-                                        b.CreateICmpNE(b.CreateICmpSLT(r, b.getInt64(0)),
-                                                       b.CreateICmpSLT(ys, b.getInt64(0))));
-      r = b.CreateAdd(r, b.CreateSelect(adjust, ys, b.getInt64(0)));
-      return CV{ik, b.CreateSelect(is_m1, b.getInt64(0), r)};
+      return CV{ik, mod_if_needed(x, y, [&] {
+                  bail_if(b.CreateICmpEQ(y, b.getInt64(0)));
+                  // y == -1: 0 (srem by -1 of INT64_MIN is undefined in LLVM).
+                  llvm::Value* is_m1 = b.CreateICmpEQ(y, b.getInt64(-1));
+                  llvm::Value* ys = b.CreateSelect(is_m1, b.getInt64(1), y);
+                  llvm::Value* r = b.CreateSRem(x, ys);
+                  llvm::Value* adjust = b.CreateAnd(
+                      b.CreateICmpNE(r, b.getInt64(0)),
+                      b.CreateICmpNE(b.CreateICmpSLT(r, b.getInt64(0)),
+                                     b.CreateICmpSLT(ys, b.getInt64(0))));
+                  r = b.CreateAdd(r, b.CreateSelect(adjust, ys, b.getInt64(0)));
+                  return b.CreateSelect(is_m1, b.getInt64(0), r);
+                })};
     }
     default:
       throw Refuse{"an integer operation without native code"};
   }
+}
+
+llvm::Value* Gen::mod_if_needed(llvm::Value* x, llvm::Value* y,
+                                const std::function<llvm::Value*()>& general) {
+  // An array expression's element loop keeps no branch (LLVM's vectoriser).
+  if (elem_t || (llvm::isa<llvm::Constant>(x) && llvm::isa<llvm::Constant>(y))) return general();
+  llvm::BasicBlock* from = b.GetInsertBlock();
+  llvm::BasicBlock* divide = llvm::BasicBlock::Create(ctx, "mod_divide", fn);
+  llvm::BasicBlock* join = llvm::BasicBlock::Create(ctx, "mod_done", fn);
+  b.CreateCondBr(b.CreateAnd(b.CreateICmpSGE(x, b.getInt64(0)), b.CreateICmpSLT(x, y)), join,
+                 divide);
+  b.SetInsertPoint(divide);
+  llvm::Value* r = general();
+  llvm::BasicBlock* divided = b.GetInsertBlock();
+  b.CreateBr(join);
+  b.SetInsertPoint(join);
+  llvm::PHINode* phi = b.CreatePHI(i64, 2);
+  phi->addIncoming(x, from);
+  phi->addIncoming(r, divided);
+  return phi;
 }
 
 CV Gen::float_op(Fast f, llvm::Value* strong, llvm::Value* x, llvm::Value* y) {
@@ -544,9 +567,11 @@ CV Gen::wide_binary(const FNode& n, const CV& a, const CV& c) {
     // An index's `a % c` whose divisor the check before the loop nest
     // found positive (Nest's interval): no zero or -1 case, so the
     // remainder is free to be hoisted and shared (grid[(i + di) % n, ...]).
-    llvm::Value* rem = b.CreateSRem(a.v, c.v);
-    rem = b.CreateAdd(rem, b.CreateSelect(b.CreateICmpSLT(rem, b.getInt64(0)), c.v,
-                                          b.getInt64(0)));
+    llvm::Value* rem = mod_if_needed(a.v, c.v, [&] {
+      llvm::Value* q = b.CreateSRem(a.v, c.v);
+      return b.CreateAdd(q, b.CreateSelect(b.CreateICmpSLT(q, b.getInt64(0)), c.v,
+                                           b.getInt64(0)));
+    });
     r = mk(Reg::PyInt, rem, strong);
   } else if (is_float(ka) && is_float(kb)) {
     r = float_op(n.fast, strong, a.v, c.v);
@@ -597,9 +622,7 @@ CV Gen::call(const FNode& n) {
     }
     if (v.k != Reg::Obj) throw Refuse{"'iterate' of what is not a list"};
     if (iterate_alias.count(&n)) {  // the list itself (a dict's keys: the interpreter's)
-      auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
-      llvm::Value* len =
-          b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list_len), ft), {cptr, v.v});
+      llvm::Value* len = len_of_object(reinterpret_cast<void*>(&native_list_len), v.v);
       bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
       count(n.slot);
       return v;
@@ -621,10 +644,8 @@ CV Gen::call(const FNode& n) {
       return list2_len(n);
     CV v = eval_any(n.kids[0]);
     if (v.k != Reg::Obj) throw Refuse{"len() of a value that is not an array or a list"};
-    auto* ft = llvm::FunctionType::get(i64, {i8p, i64}, false);
     // lists, dicts (native_container_len) and ASCII strings
-    llvm::Value* len =
-        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_seq_len), ft), {cptr, v.v});
+    llvm::Value* len = len_of_object(reinterpret_cast<void*>(&native_seq_len), v.v);
     bail_if(b.CreateICmpSLT(len, b.getInt64(0)));
     count(n.slot);
     return CV{Reg::PyInt, len};
