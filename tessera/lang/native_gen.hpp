@@ -561,7 +561,9 @@ struct Gen {
   llvm::Value* site_hit(const RowSite& s, llvm::Value* i, llvm::Value* gen);
   void fill_site(const RowSite& s, llvm::Value* obj, llvm::Value* i, llvm::Value* gen);
   // The same for a flat list (xs[i]): the site keyed by the list's object.
-  void fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen);
+  // `read_only`: a site that only reads (a tuple's items too).
+  void fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen,
+                      bool read_only = false);
   // The site's stride and kind (native_list_site's out[2], out[3]) from its buffer.
   void store_site_form(const RowSite& s);
   // Item j of the site's row written with `value` (of ValueKind `want`) in

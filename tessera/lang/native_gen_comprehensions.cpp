@@ -415,7 +415,7 @@ CV Gen::view_item(const FNode& n) {
         llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "view_have", fn);
         b.CreateCondBr(site_hit(site, obj, gen), have, fill);
         b.SetInsertPoint(fill);
-        fill_flat_site(site, obj, gen);
+        fill_flat_site(site, obj, gen, true);
         b.CreateBr(have);
         b.SetInsertPoint(have);
         item_or_helper(site_item(site, k, want), out, get);

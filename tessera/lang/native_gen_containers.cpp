@@ -82,7 +82,7 @@ CV Gen::list_item(const FNode& n) {
     llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "items_have", fn);
     b.CreateCondBr(site_hit(site, x.v, gen), have, fill);
     b.SetInsertPoint(fill);
-    fill_flat_site(site, x.v, gen);
+    fill_flat_site(site, x.v, gen, true);
     b.CreateBr(have);
     b.SetInsertPoint(have);
     llvm::Value* item = site_item(site, i.v, want);
@@ -249,12 +249,12 @@ void Gen::store_site_form(const RowSite& s) {
   b.CreateStore(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, s.buf, 3)), s.kfix);
 }
 
-void Gen::fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen) {
+void Gen::fill_flat_site(const RowSite& s, llvm::Value* obj, llvm::Value* gen, bool read_only) {
   auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i64, i64, i64, i8p}, false);
-  llvm::Value* rc =
-      b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_get), ft),
-                   {cptr, obj, b.getInt64(0), b.getInt64(0), b.getInt64(kNativeFlatMode),
-                    b.CreateBitCast(s.buf, i8p)});
+  llvm::Value* rc = b.CreateCall(
+      ft, fptr(reinterpret_cast<void*>(&native_list2_get), ft),
+      {cptr, obj, b.getInt64(0), b.getInt64(0),
+       b.getInt64(read_only ? kNativeFlatReadMode : kNativeFlatMode), b.CreateBitCast(s.buf, i8p)});
   b.CreateStore(b.CreateICmpEQ(rc, b.getInt32(0)), s.ok);
   b.CreateStore(obj, s.key);
   b.CreateStore(gen, s.gen);

@@ -176,10 +176,10 @@ extern "C" int32_t native_list2_get(NativeCtx* c, int64_t obj, int64_t i, int64_
                                     int64_t* out) {
   if (c->state == nullptr) return 1;
   const FastLoop::Impl::State& st = *c->state;
-  if (kind == kNativeFlatMode) {
+  if (kind == kNativeFlatMode || kind == kNativeFlatReadMode) {
     if (obj < 0 || static_cast<size_t>(obj) >= st.objects.size()) return 1;
     const Value& xs = st.objects[static_cast<size_t>(obj)];
-    if (!xs.is_list() || xs.is_tuple()) return 1;
+    if (!xs.is_list() || (xs.is_tuple() && kind == kNativeFlatMode)) return 1;
     native_list_site(xs, out);
     return 0;
   }

@@ -29,6 +29,9 @@ constexpr int64_t kNativeFlatMode = -8;
 // `a, b = t[i]` (native_gen_rows.cpp), which reads the items and keeps no
 // address past the next helper call, and never writes.
 constexpr int64_t kNativeReadRowMode = -9;
+// With `kind` kNativeFlatReadMode, as kNativeFlatMode but a tuple too: for a
+// read site (`for c in coins` of a tuple), whose kept address no write uses.
+constexpr int64_t kNativeFlatReadMode = -10;
 
 // Where a Value keeps what the generated code reads and writes in place: its
 // size, the byte of its kind (ValueKind) and the offset of an int's or a

@@ -145,6 +145,17 @@ def rebound_while_iterating(xs, ts):
     return n, xs, ts
 
 
+def tuple_then_write(t, n):
+    # A tuple's items read in place in a loop, then written: Python's TypeError.
+    s = 0
+    for k in range(n):
+        for c in t:
+            s += c * k
+        if k == n - 1:
+            t[0] = s
+    return s
+
+
 def fill_then_fail(n, stop, t):
     # A nest writing the caller's 40,000-element table (copied whole before
     # the loop), failing at turn `stop`, past 16,384 turns: the table must be
@@ -180,6 +191,8 @@ CASES = [
     (rebound_while_iterating, ([1, 2], (3, 4))),
     (elementary_ca, (41, 12, 110)),
     (coin_change_min, ([3, 7, 11], 200)),
+    (coin_change_min, ((3, 7, 11), 200)),  # a tuple's items read in place too
+    (tuple_then_write, ((1, 2, 3), 50)),
     (separable_blur, (rng.random((9, 8)).astype(np.float32), 2)),
 ]
 
