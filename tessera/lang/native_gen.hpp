@@ -976,6 +976,12 @@ struct Gen {
   struct HoistedList {
     llvm::Value *data, *len;  // the NumberList's items and their number
     int want;                 // their ValueKind
+    // A list the loop only reads may be a list of Values too (a caller's
+    // list of Python ints): `boxed` (i1) then, `stride` the bytes from one
+    // item to the next (8 or the Value's size; null: 8) and each item's kind
+    // checked at its read.
+    llvm::Value* boxed = nullptr;
+    llvm::Value* stride = nullptr;
   };
   void list_sites(const FNode& body, const RangeLoop& rl, std::vector<ListSite>& out);
   // True when a site's list, as the code is compiled, is a list of Values,

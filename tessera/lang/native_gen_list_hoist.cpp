@@ -57,7 +57,11 @@ void Gen::list_sites(const FNode& body, const RangeLoop& rl, std::vector<ListSit
 }
 
 bool Gen::lists_boxed_now(const std::vector<ListSite>& ss) const {
+  std::set<int> written;
+  for (const ListSite& s : ss)
+    if (s.n->op == Op::SetItem) written.insert(s.reg);
   for (const ListSite& s : ss) {
+    if (!written.count(s.reg)) continue;  // read only: a list of Values is hoisted too
     const Reg& r = regs[static_cast<size_t>(s.reg)];
     const auto o = static_cast<size_t>(r.a);
     if (r.k == Reg::Obj && o < objects.size() && objects[o].is_list() &&
@@ -172,11 +176,34 @@ llvm::Value* Gen::lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl,
     const CV x{Reg::Obj, b.CreateSelect(defined, b.CreateLoad(i64, val[s.reg]), b.getInt64(-1))};
     llvm::IRBuilder<> e(&fn->getEntryBlock(), fn->getEntryBlock().begin());
     llvm::Value* buf = e.CreateAlloca(i64, e.getInt32(4));
+    // The helper's answer kept for the next entries of the loop while the
+    // list and the count of helper calls that may move a list's items are
+    // the same (an inner loop entered at each turn of an outer one: a call
+    // per entry was most of coin_change's `for c in coins`).
+    llvm::Value* memo_obj = e.CreateAlloca(i64);
+    llvm::Value* memo_gen = e.CreateAlloca(i64);
+    llvm::Value* memo_rc = e.CreateAlloca(i32);
+    e.CreateStore(e.getInt64(-2), memo_obj);
+    llvm::Value* gen_at = list_epoch_of();
+    llvm::BasicBlock* ask = llvm::BasicBlock::Create(ctx, "list_hoist_site", fn);
+    llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "list_hoist_have", fn);
+    b.CreateCondBr(b.CreateAnd(b.CreateICmpEQ(b.CreateLoad(i64, memo_obj), x.v),
+                               b.CreateICmpEQ(b.CreateLoad(i64, memo_gen),
+                                              b.CreateLoad(i64, gen_at))),
+                   have, ask);
+    b.SetInsertPoint(ask);
     auto* ft = llvm::FunctionType::get(i32, {i8p, i64, i64, i64, i64, i8p}, false);
-    llvm::Value* rc =
-        b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_get), ft),
-                     {cptr, x.v, b.getInt64(0), b.getInt64(0), b.getInt64(kNativeFlatMode),
-                      b.CreateBitCast(buf, i8p)});
+    b.CreateStore(b.CreateCall(ft, fptr(reinterpret_cast<void*>(&native_list2_get), ft),
+                               {cptr, x.v, b.getInt64(0), b.getInt64(0),
+                                b.getInt64(written.count(s.reg) ? kNativeFlatMode
+                                                                : kNativeFlatReadMode),
+                                b.CreateBitCast(buf, i8p)}),
+                  memo_rc);
+    b.CreateStore(x.v, memo_obj);
+    b.CreateStore(b.CreateLoad(i64, gen_at), memo_gen);
+    b.CreateBr(have);
+    b.SetInsertPoint(have);
+    llvm::Value* rc = b.CreateLoad(i32, memo_rc);
     h.data = b.CreateLoad(i64, buf);
     h.len = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, buf, 1));
     // A NumberList of the kind compiled for (8 bytes an item, one kind):
@@ -189,6 +216,18 @@ llvm::Value* Gen::lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl,
                                 b.CreateICmpEQ(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(
                                                                   i64, buf, 3)),
                                                b.getInt64(h.want))));
+    if (!written.count(s.reg) && layout().valid) {
+      // Read only: a list of Values (`for c in coins` of a caller's list),
+      // its items' kinds checked at each read.
+      llvm::Value* stride = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, buf, 2));
+      h.boxed = b.CreateICmpEQ(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, buf, 3)),
+                               b.getInt64(-1));
+      h.stride = stride;
+      mine = b.CreateOr(mine, b.CreateAnd(b.CreateICmpEQ(rc, b.getInt32(0)),
+                                          b.CreateAnd(h.boxed, b.CreateICmpEQ(
+                                                                   stride, b.getInt64(
+                                                                               layout().size)))));
+    }
     mine = b.CreateAnd(mine, b.CreateAnd(defined, b.CreateICmpSGT(h.len, b.getInt64(0))));
     if (written.count(s.reg)) {
       // native_list_set's ask, which writes nothing for a NumberList: 2
@@ -323,6 +362,11 @@ llvm::Value* Gen::hoisted_at(const FNode& n, const HoistedList& h, llvm::Value* 
     at = b.CreateSelect(b.CreateICmpSLT(i, b.getInt64(0)), b.CreateAdd(i, h.len), i);
     bail_if(b.CreateNot(b.CreateICmpULT(at, h.len)));
   }
+  if (h.stride) {  // 8 or a Value's bytes an item (a list the loop only reads)
+    llvm::Value* base = b.CreateIntToPtr(h.data, i8p);
+    return b.CreateBitCast(b.CreateInBoundsGEP(i8, base, b.CreateMul(at, h.stride)),
+                           i64->getPointerTo());
+  }
   llvm::Value* base = b.CreateIntToPtr(h.data, i64->getPointerTo());
   return b.CreateInBoundsGEP(i64, base, at);
 }
@@ -331,7 +375,23 @@ CV Gen::hoisted_item(const FNode& n, const HoistedList& h) {
   const int k = item_kind[n.kids[0].reg];
   read(n.kids[0].reg);
   llvm::Value* i = int_index(n.kids[1]);
-  llvm::Value* p = b.CreateLoad(i64, hoisted_at(n, h, i));
+  llvm::Value* at = hoisted_at(n, h, i);
+  if (h.boxed) {
+    // A Value's kind byte (before its payload, where `at` points): an item
+    // of another kind is the per-access code's (bail).
+    llvm::BasicBlock* check = llvm::BasicBlock::Create(ctx, "boxed_kind", fn);
+    llvm::BasicBlock* go = llvm::BasicBlock::Create(ctx, "boxed_ok", fn);
+    b.CreateCondBr(h.boxed, check, go);
+    b.SetInsertPoint(check);
+    llvm::Value* kb = b.CreateLoad(
+        i8, b.CreateConstInBoundsGEP1_64(i8, b.CreateBitCast(at, i8p),
+                                         static_cast<uint64_t>(layout().kind_at -
+                                                               layout().payload_at)));
+    bail_if(b.CreateICmpNE(kb, b.getInt8(static_cast<uint8_t>(h.want))));
+    b.CreateBr(go);
+    b.SetInsertPoint(go);
+  }
+  llvm::Value* p = b.CreateLoad(i64, at);
   count(n.counter);
   if (k == Reg::PyInt) return CV{k, p};
   return CV{k, b.CreateBitCast(p, f64)};

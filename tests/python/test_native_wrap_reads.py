@@ -145,6 +145,29 @@ def rebound_while_iterating(xs, ts):
     return n, xs, ts
 
 
+def sum_by_index(xs, reps):
+    # A caller's list (of Values) the loop only reads by index: its items'
+    # address asked once per loop entry (kept while no helper may move it),
+    # each item's kind checked at its read.
+    s = 0
+    for r in range(reps):
+        for i in range(len(xs)):
+            s += xs[i] * r
+    return s
+
+
+def read_one_grow_other(xs, n):
+    # xs read by index while another list grows (helper calls between the
+    # entries of the inner loop: the kept address asked again).
+    out = []
+    s = 0.0
+    for r in range(n):
+        for i in range(len(xs)):
+            s += xs[i]
+        out.append(s)
+    return s, out
+
+
 def tuple_then_write(t, n):
     # A tuple's items read in place in a loop, then written: Python's TypeError.
     s = 0
@@ -193,6 +216,11 @@ CASES = [
     (coin_change_min, ([3, 7, 11], 200)),
     (coin_change_min, ((3, 7, 11), 200)),  # a tuple's items read in place too
     (tuple_then_write, ((1, 2, 3), 50)),
+    (sum_by_index, (list(range(300)), 7)),
+    (sum_by_index, ([1, 2, 3.5, 4], 3)),  # a float among ints: the kind checked per read
+    (sum_by_index, ([1.0, 2.0, True], 3)),
+    (sum_by_index, ([], 3)),
+    (read_one_grow_other, ([0.5, 1.5, 2.0], 20)),
     (separable_blur, (rng.random((9, 8)).astype(np.float32), 2)),
 ]
 
@@ -201,7 +229,7 @@ CASES = [
                                                enumerate(CASES)])
 def test_agrees_with_numpy(f, args):
     if f in (grow_while_iterating, shrink_while_iterating, replace_ahead,
-             rebound_while_iterating):
+             rebound_while_iterating, sum_by_index, read_one_grow_other):
         same_as_python(f, *args)
     elif f is f32_sums:
         got, kinds = tessera.jit(f)(*copy.deepcopy(args))
@@ -219,7 +247,8 @@ def test_every_path_prints_the_same():
     # The wrapping reads end natively: their loops' first code returns 5 (its
     # check failed), the one admitting negative indices then 0.
     assert_loops_end_natively(log, [left_right, torus, elementary_ca, interior, coin_change_min,
-                                    separable_blur, f32_sums])
+                                    separable_blur, f32_sums, read_one_grow_other],
+                              some=[sum_by_index])
     assert loop_log_lines(log, left_right, "admitting negative indices"), log
     # A loop that never wraps is not compiled again for it.
     assert not loop_log_lines(log, interior, "admitting negative indices"), log
