@@ -109,11 +109,15 @@ void Gen::find_fixed_lists() {
   uses(loop_cond);
   uses(loop_body);
   std::function<void(const FNode&)> assigns = [&](const FNode& n) {
-    // t = setitem(t, ...) only; an append to it: not a table.
+    // t = setitem(t, ...) only, or a for loop's hidden `it = iterate(xs)` that
+    // is xs itself (iterate_alias: `for c in coins` reads coins in place, its
+    // items' address asked once per entry of the loop); an append to it: not
+    // a table.
     if (n.op == Op::Append) table_plain[n.reg] = false;
     if (n.op == Op::Assign &&
         !(n.kids[0].op == Op::SetItem && n.kids[0].kids[0].op == Op::Var &&
-          n.kids[0].kids[0].reg == n.reg))
+          n.kids[0].kids[0].reg == n.reg) &&
+        !iterate_alias.count(&n.kids[0]))
       table_plain[n.reg] = false;
     for (const FNode& k : n.kids) assigns(k);
   };
