@@ -988,6 +988,9 @@ struct Gen {
   // which the hoisted version's check refuses (its items have no fixed
   // address): a lazy build then emits the per-access version only.
   bool lists_boxed_now(const std::vector<ListSite>& ss) const;
+  // What register `reg` holds as the code is compiled: 1 a NumberList, 2 a
+  // list of Values (a tuple too), 0 not known (not a list, or none yet).
+  int list_form_now(int reg) const;
   // The check before the loop (at least one turn, the lists' form, the
   // affine indices, added to pr_h), then the log of what the loop writes.
   llvm::Value* lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl, llvm::Value* k0,

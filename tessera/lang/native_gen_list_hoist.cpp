@@ -56,6 +56,13 @@ void Gen::list_sites(const FNode& body, const RangeLoop& rl, std::vector<ListSit
   out.swap(kept);
 }
 
+int Gen::list_form_now(int reg) const {
+  const Reg& r = regs[static_cast<size_t>(reg)];
+  const auto o = static_cast<size_t>(r.a);
+  if (r.k != Reg::Obj || o >= objects.size() || !objects[o].is_list()) return 0;
+  return objects[o].number_items() != nullptr ? 1 : 2;
+}
+
 bool Gen::lists_boxed_now(const std::vector<ListSite>& ss) const {
   std::set<int> written;
   for (const ListSite& s : ss)
@@ -216,17 +223,27 @@ llvm::Value* Gen::lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl,
                                 b.CreateICmpEQ(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(
                                                                   i64, buf, 3)),
                                                b.getInt64(h.want))));
-    if (!written.count(s.reg) && layout().valid) {
+    const int form = list_form_now(s.reg);
+    if (!written.count(s.reg) && layout().valid && form != 1) {
       // Read only: a list of Values (`for c in coins` of a caller's list),
-      // its items' kinds checked at each read.
+      // its items' kinds checked at each read. Of the form the register
+      // holds now, when known, only: a NumberList's reads keep their
+      // constant stride (LLVM vectorises them).
       llvm::Value* stride = b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, buf, 2));
-      h.boxed = b.CreateICmpEQ(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, buf, 3)),
-                               b.getInt64(-1));
-      h.stride = stride;
-      mine = b.CreateOr(mine, b.CreateAnd(b.CreateICmpEQ(rc, b.getInt32(0)),
-                                          b.CreateAnd(h.boxed, b.CreateICmpEQ(
-                                                                   stride, b.getInt64(
-                                                                               layout().size)))));
+      llvm::Value* boxed =
+          b.CreateAnd(b.CreateICmpEQ(b.CreateLoad(i64, b.CreateConstInBoundsGEP1_64(i64, buf, 3)),
+                                     b.getInt64(-1)),
+                      b.CreateICmpEQ(stride, b.getInt64(layout().size)));
+      llvm::Value* values = b.CreateAnd(b.CreateICmpEQ(rc, b.getInt32(0)), boxed);
+      if (form == 2) {  // a list of Values now: only that
+        mine = values;
+        h.boxed = b.getTrue();
+        h.stride = b.getInt64(layout().size);
+      } else {
+        mine = b.CreateOr(mine, values);
+        h.boxed = boxed;
+        h.stride = b.CreateSelect(boxed, stride, b.getInt64(8));
+      }
     }
     mine = b.CreateAnd(mine, b.CreateAnd(defined, b.CreateICmpSGT(h.len, b.getInt64(0))));
     if (written.count(s.reg)) {

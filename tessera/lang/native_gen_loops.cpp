@@ -190,21 +190,17 @@ void Gen::range_chunks(const FNode& n, const RangeLoop& rl, llvm::Value* e0, llv
       // times as long).
       bool peel = false;
       for (int r : rl.assigned) peel = peel || (r != rl.k && f32_reg(r));
-      if (peel) {
-        llvm::BasicBlock* first = llvm::BasicBlock::Create(ctx, "speel", fn);
-        llvm::BasicBlock* any = llvm::BasicBlock::Create(ctx, "speel_test", fn);
-        b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, any);
-        b.SetInsertPoint(any);
-        b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), first, ffin);
-        b.SetInsertPoint(first);
+      llvm::BasicBlock* peel_test = peel ? llvm::BasicBlock::Create(ctx, "speel_test", fn) : phead;
+      b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, peel_test);
+      // A turn at `body` if one is left, at `test`; then the loop's head.
+      const auto turn_if_left = [&](llvm::BasicBlock* test, llvm::BasicBlock* body) {
+        b.SetInsertPoint(test);
+        b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), body, ffin);
+        b.SetInsertPoint(body);
         unchecked_turn(n, rl, phead, done, lk, lp, pr);
-      } else {
-        b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, phead);
-      }
-      b.SetInsertPoint(phead);
-      b.CreateCondBr(before(rl, b.CreateLoad(i64, val[rl.k]), e0), pbody, ffin);
-      b.SetInsertPoint(pbody);
-      unchecked_turn(n, rl, phead, done, lk, lp, pr);
+      };
+      if (peel) turn_if_left(peel_test, llvm::BasicBlock::Create(ctx, "speel", fn));
+      turn_if_left(phead, pbody);
     } else {
       b.CreateCondBr(b.CreateICmpSGT(left, b.getInt64(1 << 16)), longer, go);
     }
