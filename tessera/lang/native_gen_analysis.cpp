@@ -94,6 +94,15 @@ void Gen::find_lists() {
 }
 
 void Gen::find_fixed_lists() {
+  list_fixed.assign(regs.size(), true);
+  std::function<void(const FNode&)> walk = [&](const FNode& n) {
+    if (n.op == Op::Assign || n.op == Op::Append) list_fixed[n.reg] = false;
+    if (n.op == Op::SetItem && !n.kids.empty() && n.kids[0].op == Op::Var)
+      list_fixed[n.kids[0].reg] = false;
+    for (const FNode& k : n.kids) walk(k);
+  };
+  walk(loop_cond);
+  walk(loop_body);
   table_plain.assign(regs.size(), true);
   std::function<void(const FNode&)> uses = [&](const FNode& n) {
     for (size_t k = 0; k < n.kids.size(); ++k) {
@@ -110,28 +119,22 @@ void Gen::find_fixed_lists() {
   uses(loop_body);
   std::function<void(const FNode&)> assigns = [&](const FNode& n) {
     // t = setitem(t, ...) only, or a for loop's hidden `it = iterate(xs)` that
-    // is xs itself (iterate_alias: `for c in coins` reads coins in place, its
-    // items' address asked once per entry of the loop); an append to it: not
-    // a table.
+    // is xs itself (iterate_alias) when nothing in the loop changes xs (an
+    // append to xs would move the items the alias's sites keep: primes_list's
+    // `for i in p` then `p.append(n)`): `for c in coins` reads coins in place,
+    // its items' address asked once per entry of the loop. An append to the
+    // register: not a table.
     if (n.op == Op::Append) table_plain[n.reg] = false;
-    if (n.op == Op::Assign &&
+    const bool alias = n.op == Op::Assign && iterate_alias.count(&n.kids[0]) &&
+                       list_fixed[n.kids[0].kids[0].reg];
+    if (n.op == Op::Assign && !alias &&
         !(n.kids[0].op == Op::SetItem && n.kids[0].kids[0].op == Op::Var &&
-          n.kids[0].kids[0].reg == n.reg) &&
-        !iterate_alias.count(&n.kids[0]))
+          n.kids[0].kids[0].reg == n.reg))
       table_plain[n.reg] = false;
     for (const FNode& k : n.kids) assigns(k);
   };
   assigns(loop_cond);
   assigns(loop_body);
-  list_fixed.assign(regs.size(), true);
-  std::function<void(const FNode&)> walk = [&](const FNode& n) {
-    if (n.op == Op::Assign || n.op == Op::Append) list_fixed[n.reg] = false;
-    if (n.op == Op::SetItem && !n.kids.empty() && n.kids[0].op == Op::Var)
-      list_fixed[n.kids[0].reg] = false;
-    for (const FNode& k : n.kids) walk(k);
-  };
-  walk(loop_cond);
-  walk(loop_body);
 }
 
 void Gen::find_iterate_aliases() {

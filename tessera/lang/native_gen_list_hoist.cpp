@@ -190,7 +190,13 @@ llvm::Value* Gen::lists_ok(const std::vector<ListSite>& ss, const RangeLoop& rl,
     llvm::Value* memo_obj = e.CreateAlloca(i64);
     llvm::Value* memo_gen = e.CreateAlloca(i64);
     llvm::Value* memo_rc = e.CreateAlloca(i32);
+    // (Every one set before the first read: LLVM would fold a read of an
+    // alloca not written on some path it cannot rule out to anything.)
     e.CreateStore(e.getInt64(-2), memo_obj);
+    e.CreateStore(e.getInt64(0), memo_gen);
+    e.CreateStore(e.getInt32(1), memo_rc);
+    for (unsigned q = 0; q < 4; ++q)
+      e.CreateStore(e.getInt64(0), e.CreateConstInBoundsGEP1_64(e.getInt64Ty(), buf, q));
     llvm::Value* gen_at = list_epoch_of();
     llvm::BasicBlock* ask = llvm::BasicBlock::Create(ctx, "list_hoist_site", fn);
     llvm::BasicBlock* have = llvm::BasicBlock::Create(ctx, "list_hoist_have", fn);

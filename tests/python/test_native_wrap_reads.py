@@ -168,6 +168,19 @@ def read_one_grow_other(xs, n):
     return s, out
 
 
+def primes_upto(n):
+    # `for i in p` inside a loop that appends to p: the inner loop's reads of
+    # p must not keep the items' address across the append (it moves them).
+    p = []
+    for k in range(2, n):
+        for i in p:
+            if k % i == 0:
+                break
+        else:
+            p.append(k)
+    return p
+
+
 def tuple_then_write(t, n):
     # A tuple's items read in place in a loop, then written: Python's TypeError.
     s = 0
@@ -221,6 +234,7 @@ CASES = [
     (sum_by_index, ([1.0, 2.0, True], 3)),
     (sum_by_index, ([], 3)),
     (read_one_grow_other, ([0.5, 1.5, 2.0], 20)),
+    (primes_upto, (3000,)),
     (separable_blur, (rng.random((9, 8)).astype(np.float32), 2)),
 ]
 
@@ -229,7 +243,7 @@ CASES = [
                                                enumerate(CASES)])
 def test_agrees_with_numpy(f, args):
     if f in (grow_while_iterating, shrink_while_iterating, replace_ahead,
-             rebound_while_iterating, sum_by_index, read_one_grow_other):
+             rebound_while_iterating, sum_by_index, read_one_grow_other, primes_upto):
         same_as_python(f, *args)
     elif f is f32_sums:
         got, kinds = tessera.jit(f)(*copy.deepcopy(args))
