@@ -184,10 +184,18 @@ Jit& jit() {
     // TESSERA_NATIVE_LLVM_ARGS: options of LLVM's own (`-disable-lsr`: loop
     // strength reduction is half the code generator's time on a nest), to
     // measure what a pass costs and gives; part of the cache's key.
-    if (const char* e = std::getenv("TESSERA_NATIVE_LLVM_ARGS"); e && *e) {
-      j->llvm_args = e;
+    // Default: -slp-threshold=1, the SLP vectoriser packing only what saves
+    // at least two instructions. At 0 it packed a loop's node counters into
+    // a vector register, unpacked and packed again at every turn:
+    // collatz_lengths 2.14 ms, 1.30 ms at 1 (Numba 0.76), the other kernels
+    // measured the same (docs/runtime.md, "Code generation").
+    {
+      const char* e = std::getenv("TESSERA_NATIVE_LLVM_ARGS");
+      const std::string given = e ? e : "";
+      j->llvm_args = given;
       std::vector<std::string> words{"tessera"};
-      for (const char* p = e; *p;) {
+      if (given.find("-slp-threshold") == std::string::npos) words.emplace_back("-slp-threshold=1");
+      for (const char* p = given.c_str(); *p;) {
         while (*p == ' ') ++p;
         const char* q = p;
         while (*q && *q != ' ') ++q;
@@ -647,7 +655,7 @@ std::unique_ptr<NativeCode> native_compile(const FastLoop::Impl& im, const std::
   const bool tiers = native_tiers_enabled();
   const char* cpu_key = std::getenv("TESSERA_CACHE_CPU");  // tests: another CPU's entry
   const std::string salt = std::string("tessera ") + TESSERA_VERSION_STRING + " llvm " +
-                           LLVM_VERSION_STRING + " format 5" +
+                           LLVM_VERSION_STRING + " format 6" +
                            (j.llvm_args.empty() ? "" : " llvm " + j.llvm_args) + " helpers " +
                            std::to_string(std::size(kHelpers)) + " cpu " +
                            (cpu_key ? std::string(cpu_key) : j.cpu + " " + j.features) + "\n";
