@@ -6,9 +6,11 @@ failed on a negative index of such a form is compiled again with a check admitti
 check (no select at each access). Also here, the other changes of the same stop: a float
 that is Python's at a loop's first turn and np.float32 after (`s = 0.0; s += img[i, k]`,
 the first turn run on its own), len() of a list asked again only when a helper may have
-changed it, and a whole-array copy raising the turns between two checkpoints. Each case
-agrees with NumPy/Python, the loop interpreter and the general evaluation at 1 and 2
-threads, and the loops that should end natively do."""
+changed it, lists the loop only reads (a caller's list of Values, a tuple, `for c in coins`)
+read in place, a for loop over a list it changes in place iterating as Python's does, and a
+whole-array copy raising the turns between two checkpoints. Each case agrees with
+NumPy/Python, the loop interpreter and the general evaluation at 1 and 2 threads, and the
+loops that should end natively do."""
 
 import copy
 import os
